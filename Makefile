@@ -1,0 +1,42 @@
+# Two commands do all the set-up:  `make demo`  and  `make test`.
+# Both create (or reuse) the virtual environment in $(VENV).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch 2.13.0: a CPU build lies on the development machines; elsewhere pick the
+# build for your hardware, e.g. make TORCH_SPEC='torch==2.13.0' PIP_EXTRA='--index-url ...'
+TORCH_SPEC ?= torch==2.13.0
+FAIRSEQ_SPEC ?= ve-fairseq==0.12.3
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint format bench clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(PIP_EXTRA) "$(TORCH_SPEC)"
+	# fairseq without its torchaudio dependency (which would pull a second torch)
+	$(BIN)/python -m pip install -q --no-deps "$(FAIRSEQ_SPEC)"
+	$(BIN)/python -m pip install -q -r requirements.txt "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+demo: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH bash scripts/demo_multi30k.sh
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH bash bench/run_core_bench.sh
+
+clean:
+	rm -rf $(VENV) work

@@ -1,0 +1,144 @@
+"""The one interface every head-gating method implements.
+
+A gate owns one learnable score per gated head (``logits``, shape ``(H,)``)
+and turns it into a head mask: a relaxed or sampled one while training, a
+deterministic 0/1 one at test time (the mask that ``dsp-strip`` removes).
+The model only ever calls this interface; it never branches on a method name.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
+
+import torch
+from torch import Tensor, nn
+
+from .soft_topk import distance_from_khot, hard_topk_mask
+
+# (start, end, k): keep exactly k heads among logits[start:end]. One segment
+# covering all heads is the global budget; one per attention type gives
+# per-type budgets.
+Budget = List[Tuple[int, int, int]]
+
+GATE_REGISTRY: Dict[str, Type["HeadGate"]] = {}
+
+
+def register_gate(name: str) -> Callable[[Type["HeadGate"]], Type["HeadGate"]]:
+    """Class decorator: make a gate selectable with ``--gate-type NAME``."""
+
+    def wrap(cls: Type["HeadGate"]) -> Type["HeadGate"]:
+        if name in GATE_REGISTRY:
+            raise ValueError(f"gate type {name!r} registered twice")
+        GATE_REGISTRY[name] = cls
+        cls.gate_type = name
+        return cls
+
+    return wrap
+
+
+class HeadGate(nn.Module):
+    """Base class: learnable head scores plus train-time and test-time masks."""
+
+    gate_type = "base"
+    #: whether the criterion should anneal a temperature for this gate
+    uses_temperature = False
+
+    def __init__(self, num_heads: int, budget: Budget):
+        super().__init__()
+        if num_heads < 1:
+            raise ValueError("a gate needs at least one head")
+        self.num_heads = num_heads
+        self.budget = [tuple(seg) for seg in budget]
+        self.logits = nn.Parameter(torch.empty(num_heads))
+        self.reset_parameters()
+        self.temperature = 1.0
+        self.num_updates = 0
+        self._train_mask: Optional[Tensor] = None
+        self._test_cache: Optional[Tuple[int, Tensor]] = None
+
+    # -- to be provided by each method ------------------------------------
+    def sample_mask(self) -> Tensor:
+        """A fresh training mask of shape (H,), differentiable w.r.t. logits."""
+        raise NotImplementedError
+
+    def test_scores(self) -> Tensor:
+        """Scores whose top-k per budget segment is the test-time mask."""
+        return self.logits
+
+    def penalty(self) -> Optional[Tensor]:
+        """Regulariser the criterion adds to the loss (None: none)."""
+        return None
+
+    # -- shared machinery -------------------------------------------------
+    def reset_parameters(self) -> None:
+        # Xavier-uniform of a (1, H) matrix, as in the DSP reference code.
+        bound = math.sqrt(6.0 / (1 + self.num_heads))
+        nn.init.uniform_(self.logits, -bound, bound)
+
+    @property
+    def heads_to_keep(self) -> int:
+        return sum(k for _, _, k in self.budget)
+
+    def set_temperature(self, temperature: float) -> None:
+        self.temperature = float(temperature)
+
+    def set_num_updates(self, num_updates: int) -> None:
+        # Called by fairseq on every update and when a checkpoint is loaded.
+        self.num_updates = int(num_updates)
+
+    def per_segment(self, fn: Callable[[Tensor, int], Tensor], scores: Tensor) -> Tensor:
+        """Apply ``fn(scores[start:end], k)`` to each budget segment; concatenate."""
+        return torch.cat([fn(scores[s:e], k) for s, e, k in self.budget])
+
+    def test_mask(self) -> Tensor:
+        """Deterministic 0/1 mask with exactly the budgeted number of heads."""
+        key = self.logits._version
+        if self._test_cache is None or self._test_cache[0] != key:
+            scores = self.test_scores().detach()
+            self._test_cache = (key, self.per_segment(hard_topk_mask, scores))
+        return self._test_cache[1]
+
+    def resample(self) -> None:
+        """Draw the training mask that every gated attention of this forward uses."""
+        self._train_mask = self.sample_mask() if self.training else None
+
+    def current_mask(self) -> Tensor:
+        """Mask for the forward pass under way (float64, shape (H,))."""
+        if not self.training:
+            return self.test_mask()
+        if self._train_mask is None:
+            self.resample()
+        return self._train_mask
+
+    def kept_heads(self) -> Tensor:
+        """Boolean (H,) vector of the heads the test mask keeps."""
+        return self.test_mask() > 0.5
+
+    def stats(self) -> Dict[str, float]:
+        """Numbers worth logging for the last training mask."""
+        mask = self._train_mask
+        if mask is None:
+            return {}
+        dist = sum(
+            distance_from_khot(mask[s:e], k) * k for s, e, k in self.budget if k > 0
+        ) / max(1, self.heads_to_keep)
+        return {"gate_khot_dist": dist, "gate_mask_sum": float(mask.detach().sum())}
+
+
+def build_budget(
+    segment_sizes: Sequence[int],
+    heads_to_keep: Optional[int] = None,
+    per_segment: Optional[Sequence[int]] = None,
+) -> Budget:
+    """Budget segments for one global K or for one K per segment."""
+    if (heads_to_keep is None) == (per_segment is None):
+        raise ValueError("give exactly one of heads_to_keep and per_segment")
+    total = sum(segment_sizes)
+    if per_segment is None:
+        return [(0, total, int(heads_to_keep))]
+    budget, start = [], 0
+    for size, k in zip(segment_sizes, per_segment):
+        budget.append((start, start + size, int(k)))
+        start += size
+    return budget

@@ -1,0 +1,61 @@
+"""Turn a model config into a gate: which heads are gated and what the budget is.
+
+Shared by the model (at build time) and ``dsp-strip`` (which recomputes the
+test mask from a checkpoint without building the model or loading data).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+from ..gates import GATE_REGISTRY, HeadGate, build_budget
+from ..optim.gate_optimizer import tag_gate_parameter
+from .head_layout import AttentionSlot, parse_attention_types, parse_per_type
+
+
+def gated_slots(args, slots: List[AttentionSlot]) -> List[AttentionSlot]:
+    types = set(parse_attention_types(args.gated_attentions))
+    return [s for s in slots if s.kind in types]
+
+
+def build_gate(args, slots: List[AttentionSlot]) -> Tuple[HeadGate, List[AttentionSlot]]:
+    """The configured gate over the gated slots (validated budget), and those slots."""
+    if args.gate_type not in GATE_REGISTRY:
+        raise ValueError(
+            f"--gate-type {args.gate_type!r} is unknown; choose one of "
+            f"{', '.join(sorted(GATE_REGISTRY))}"
+        )
+    gated = gated_slots(args, slots)
+    sizes: Dict[str, int] = {}
+    for slot in gated:
+        sizes[slot.kind] = sizes.get(slot.kind, 0) + slot.num_heads
+    budget = build_budget(list(sizes.values()), **budget_request(args, sizes))
+    gate = GATE_REGISTRY[args.gate_type](sum(sizes.values()), budget)
+    tag_gate_parameter(gate.logits, args.gate_lr)
+    return gate, gated
+
+
+def budget_request(args, sizes: Dict[str, int]) -> dict:
+    """Validate K (or the per-type budgets) against the gated heads; say what is allowed."""
+    total = sum(sizes.values())
+    layout = ", ".join(f"{k}: {v}" for k, v in sizes.items())
+    if args.heads_to_keep is not None and args.heads_to_keep_per_type:
+        raise ValueError("give either --heads-to-keep or --heads-to-keep-per-type, not both")
+    if args.heads_to_keep_per_type:
+        per = parse_per_type(args.heads_to_keep_per_type, list(sizes))
+        for kind, k in per.items():
+            if not 0 <= k <= sizes[kind]:
+                raise ValueError(
+                    f"--heads-to-keep-per-type: {kind}={k} is out of range; "
+                    f"{kind} has {sizes[kind]} gated heads, choose a value in [0, {sizes[kind]}]"
+                )
+        if sum(per.values()) < 1:
+            raise ValueError("--heads-to-keep-per-type keeps no head at all; keep at least 1")
+        return {"per_segment": [per[k] for k in sizes]}
+    k = total if args.heads_to_keep is None else args.heads_to_keep
+    if not 1 <= k <= total:
+        raise ValueError(
+            f"--heads-to-keep {k} is out of range: this model has H={total} gated heads "
+            f"({layout}); choose K in [1, {total}]"
+        )
+    return {"heads_to_keep": k}

@@ -1,0 +1,96 @@
+"""Where the gated heads are: attention types, their order, and config strings.
+
+The model's H gated heads are laid out in one vector, attention type by
+attention type (``enc-self``, ``dec-self``, ``cross``), layer by layer, head
+by head. Gates, stripping, plots and per-type budgets all use this order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+ATTENTION_TYPES = ("enc-self", "dec-self", "cross")
+
+
+def parse_attention_types(spec: str) -> List[str]:
+    """``"enc-self,cross"`` -> ``["enc-self", "cross"]`` (canonical order)."""
+    names = [s.strip() for s in (spec or "").split(",") if s.strip()]
+    unknown = [n for n in names if n not in ATTENTION_TYPES]
+    if unknown or not names:
+        raise ValueError(
+            f"--gated-attentions {spec!r}: unknown attention type(s) {unknown}; "
+            f"choose a comma-separated subset of {','.join(ATTENTION_TYPES)}"
+        )
+    return [t for t in ATTENTION_TYPES if t in names]
+
+
+def parse_per_type(spec: str, allowed: Sequence[str]) -> Dict[str, int]:
+    """``"enc-self=4,cross=2"`` -> ``{"enc-self": 4, "cross": 2}``."""
+    result: Dict[str, int] = {}
+    for item in (spec or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or name.strip() not in allowed or not value.strip().lstrip("-").isdigit():
+            raise ValueError(
+                f"--heads-to-keep-per-type {spec!r}: expected TYPE=K pairs with TYPE in "
+                f"{','.join(allowed)} (the gated attention types)"
+            )
+        result[name.strip()] = int(value)
+    missing = [t for t in allowed if t not in result]
+    if missing:
+        raise ValueError(f"--heads-to-keep-per-type {spec!r}: no budget for {','.join(missing)}")
+    return result
+
+
+def format_head_counts(counts: Dict[str, Sequence[int]]) -> str:
+    """``{"enc-self": [4, 2]}`` -> ``"enc-self=4,2"`` (``;`` between types)."""
+    return ";".join(f"{t}={','.join(str(n) for n in counts[t])}" for t in ATTENTION_TYPES if t in counts)
+
+
+def parse_head_counts(spec: Optional[str]) -> Dict[str, List[int]]:
+    """Inverse of :func:`format_head_counts`."""
+    counts: Dict[str, List[int]] = {}
+    for part in (spec or "").split(";"):
+        if not part.strip():
+            continue
+        name, _, values = part.partition("=")
+        if name not in ATTENTION_TYPES:
+            raise ValueError(f"bad head-count spec {spec!r}: unknown attention type {name!r}")
+        counts[name] = [int(v) for v in values.split(",") if v != ""]
+    return counts
+
+
+@dataclass(frozen=True)
+class AttentionSlot:
+    """One attention module: its type, layer, state-dict prefix and head count."""
+
+    kind: str
+    layer: int
+    prefix: str
+    num_heads: int
+
+
+def attention_slots(args) -> List[AttentionSlot]:
+    """Every attention of a ``transformer_dsp`` config, in head-layout order.
+
+    Head counts are those present in the weights: the configured number of
+    heads, or the counts ``dsp-strip`` recorded in ``args.stripped_heads``.
+    """
+    stripped = parse_head_counts(getattr(args, "stripped_heads", None))
+    sides = {
+        "enc-self": ("encoder", "encoder.layers.{}.self_attn"),
+        "dec-self": ("decoder", "decoder.layers.{}.self_attn"),
+        "cross": ("decoder", "decoder.layers.{}.encoder_attn"),
+    }
+    slots = []
+    for kind, (side, pattern) in sides.items():
+        if kind == "cross" and getattr(args, "no_cross_attention", False):
+            continue
+        layers = getattr(args, f"{side}_layers")
+        heads = stripped.get(kind, [getattr(args, f"{side}_attention_heads")] * layers)
+        for i in range(layers):
+            slots.append(AttentionSlot(kind, i, pattern.format(i), heads[i]))
+    return slots

@@ -1,0 +1,191 @@
+"""The ``transformer_dsp`` model: fairseq's Transformer with gated, removable heads."""
+
+from __future__ import annotations
+
+import logging
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import torch
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerModel,
+    base_architecture,
+    transformer_iwslt_de_en,
+)
+
+from ..gates import GATE_REGISTRY, HeadGate
+from ..modules.gated_multihead_attention import GatedMultiheadAttention
+from .gate_config import build_gate
+from .head_layout import ATTENTION_TYPES, AttentionSlot, attention_slots, parse_attention_types
+from .layers import DSPTransformerDecoder, DSPTransformerEncoder
+
+logger = logging.getLogger(__name__)
+
+DSP_DEFAULTS = {
+    "gate_type": "dsp",
+    "gated_attentions": ",".join(ATTENTION_TYPES),
+    "gate_lr": 0.2,
+    "heads_to_keep": None,
+    "heads_to_keep_per_type": None,
+    "stripped_heads": None,
+    "train_gates_only": False,
+}
+
+
+@register_model("transformer_dsp")
+class TransformerDSPModel(TransformerModel):
+    """Transformer whose attention heads carry learnable gates (DSP and baselines).
+
+    ``--heads-to-keep K`` is a global budget over the H gated heads; the gate
+    (``--gate-type``) produces a training mask and, in ``eval()``, the exact
+    top-K mask that ``dsp-strip`` removes. A model built with
+    ``--stripped-heads`` has no gates and only the heads that were kept.
+    """
+
+    @staticmethod
+    def add_args(parser):
+        TransformerModel.add_args(parser)
+        # fmt: off
+        parser.add_argument("--heads-to-keep", type=int, metavar="K",
+                            help="global budget: number of gated heads to keep (default: all)")
+        parser.add_argument("--heads-to-keep-per-type", type=str, metavar="SPEC",
+                            help="budget per attention type instead of one K, "
+                                 "e.g. enc-self=6,dec-self=4,cross=8")
+        parser.add_argument("--gated-attentions", type=str, metavar="TYPES",
+                            help="comma-separated attention types that carry gates "
+                                 "(default: enc-self,dec-self,cross)")
+        parser.add_argument("--gate-type", type=str, metavar="NAME",
+                            help=f"head gate: one of {', '.join(sorted(GATE_REGISTRY))} (default: dsp)")
+        parser.add_argument("--gate-lr", type=float, metavar="LR",
+                            help="constant Adam learning rate of the gate logits, "
+                                 "no warmup/decay, no weight decay (default: 0.2)")
+        parser.add_argument("--train-gates-only", action="store_true", default=None,
+                            help="freeze every parameter except the gate logits (pipelined pruning)")
+        parser.add_argument("--stripped-heads", type=str, metavar="SPEC",
+                            help="set by dsp-strip: heads left in each attention, "
+                                 "e.g. enc-self=4,2,0;dec-self=1,4,3;cross=0,0,1")
+        # fmt: on
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return DSPTransformerEncoder(TransformerConfig.from_namespace(args), src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        return DSPTransformerDecoder(
+            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
+        )
+
+    @classmethod
+    def build_model(cls, args, task):
+        transformer_dsp(args)
+        _check_precision_options(args)
+        model = super().build_model(args, task)
+        model.args = args
+        model.setup_heads(args)
+        return model
+
+    # -- heads ---------------------------------------------------------------
+    def attention_modules(self) -> Iterator[Tuple[AttentionSlot, GatedMultiheadAttention]]:
+        """Every attention with its slot, in head-layout order."""
+        for slot in attention_slots(self.args):
+            yield slot, self.get_submodule(slot.prefix)
+
+    def head_counts(self) -> Dict[str, List[int]]:
+        """Number of heads present in each attention, by type and layer."""
+        counts: Dict[str, List[int]] = {}
+        for slot, attn in self.attention_modules():
+            counts.setdefault(slot.kind, []).append(attn.num_heads)
+        return counts
+
+    def setup_heads(self, args) -> None:
+        """Resize stripped attentions, or build the gate and attach it to each attention."""
+        self.head_gate: Optional[HeadGate] = None
+        if args.stripped_heads:
+            for slot, attn in self.attention_modules():
+                if slot.num_heads != attn.num_heads:
+                    attn.keep_heads_(torch.arange(slot.num_heads))
+            return
+        if args.gate_type == "none":
+            return
+        self.head_gate, gated = build_gate(args, attention_slots(args))
+        start = 0
+        for slot in gated:
+            self.get_submodule(slot.prefix).attach_gate(self.head_gate, start)
+            start += slot.num_heads
+        if args.train_gates_only:
+            for name, param in self.named_parameters():
+                param.requires_grad_(name.startswith("head_gate."))
+        logger.info(
+            "transformer_dsp: %s gate on %d heads of %s, keeping %d",
+            args.gate_type,
+            self.head_gate.num_heads,
+            args.gated_attentions,
+            self.head_gate.heads_to_keep,
+        )
+
+    # -- fairseq hooks ---------------------------------------------------------
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
+        if self.head_gate is not None:
+            self.head_gate.resample()  # one mask for the whole forward pass
+        return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        super().upgrade_state_dict_named(state_dict, name)
+        prefix = f"{name}." if name else ""
+        key = f"{prefix}head_gate.logits"
+        if self.head_gate is not None and key not in state_dict:
+            # A checkpoint without gates (stock fairseq transformer): start the
+            # gates from their fresh initialisation; no other key changes.
+            logger.info("checkpoint has no gate logits: initialising %d gates", self.head_gate.num_heads)
+            state_dict[key] = self.head_gate.logits.detach().clone()
+
+
+def _check_precision_options(args) -> None:
+    flat_fp16 = (getattr(args, "fp16", False) or getattr(args, "bf16", False)) and not (
+        getattr(args, "fp16_no_flatten_grads", False)
+        or getattr(args, "memory_efficient_fp16", False)
+        or getattr(args, "memory_efficient_bf16", False)
+    )
+    if flat_fp16 and not getattr(args, "stripped_heads", None) and args.gate_type != "none":
+        raise ValueError(
+            "--fp16/--bf16 flatten all parameters into one buffer, which would train the gate "
+            "logits with the main learning-rate schedule; add --fp16-no-flatten-grads "
+            "(or use --amp / --memory-efficient-fp16)"
+        )
+
+
+def _dsp_defaults(args) -> None:
+    for key, value in DSP_DEFAULTS.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    parse_attention_types(args.gated_attentions)  # fail early on a typo
+
+
+@register_model_architecture("transformer_dsp", "transformer_dsp")
+def transformer_dsp(args):
+    base_architecture(args)
+    _dsp_defaults(args)
+
+
+@register_model_architecture("transformer_dsp", "transformer_dsp_iwslt_de_en")
+def transformer_dsp_iwslt_de_en(args):
+    transformer_iwslt_de_en(args)
+    _dsp_defaults(args)
+
+
+@register_model_architecture("transformer_dsp", "transformer_dsp_small")
+def transformer_dsp_small(args):
+    """3+3 layers, 256/1024, 4 heads (36 gated heads): trains on a CPU."""
+    for side in ("encoder", "decoder"):
+        if getattr(args, f"{side}_embed_dim", None) is None:
+            setattr(args, f"{side}_embed_dim", 256)
+        if getattr(args, f"{side}_ffn_embed_dim", None) is None:
+            setattr(args, f"{side}_ffn_embed_dim", 1024)
+        if getattr(args, f"{side}_attention_heads", None) is None:
+            setattr(args, f"{side}_attention_heads", 4)
+        if getattr(args, f"{side}_layers", None) is None:
+            setattr(args, f"{side}_layers", 3)
+    transformer_dsp(args)

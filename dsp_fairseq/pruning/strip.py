@@ -1,0 +1,173 @@
+"""Remove pruned heads from a ``transformer_dsp`` checkpoint.
+
+The kept heads are the gate's deterministic test mask (the one the model
+validates and decodes with in ``eval()``); the surgery itself is the pure
+function :func:`~dsp_fairseq.pruning.surgery.prune_attention_weights`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import torch
+from torch import Tensor
+
+from ..checkpoint_io import CheckpointError, model_args
+from ..models.gate_config import build_gate
+from ..models.head_layout import AttentionSlot, attention_slots, format_head_counts
+from .surgery import prune_attention_weights
+
+GATE_PREFIX = "head_gate."
+PROJ_KEYS = [f"{p}.{t}" for p in ("q_proj", "k_proj", "v_proj", "out_proj") for t in ("weight", "bias")]
+
+
+@dataclass
+class StripReport:
+    slots: List[AttentionSlot]
+    kept: Dict[str, List[int]]  # slot prefix -> kept head indices
+    params_before: int
+    params_after: int
+
+    def table(self) -> str:
+        """Heads kept per attention type and layer, then the parameter counts."""
+        rows = [f"{'attention':<10} {'layer':>5}  {'kept':>5}  heads kept"]
+        for slot in self.slots:
+            kept = self.kept[slot.prefix]
+            rows.append(
+                f"{slot.kind:<10} {slot.layer:>5}  {len(kept):>2}/{slot.num_heads:<2}  {kept}"
+            )
+        total = sum(len(v) for v in self.kept.values())
+        rows.append(f"heads kept: {total} of {sum(s.num_heads for s in self.slots)}")
+        rows.append(
+            f"parameters: {self.params_before:,} -> {self.params_after:,} "
+            f"({100.0 * self.params_after / max(1, self.params_before):.1f}%)"
+        )
+        return "\n".join(rows)
+
+
+def count_parameters(state_dict: Dict[str, Tensor]) -> int:
+    """Distinct parameter elements (tied embeddings counted once)."""
+    seen, total = set(), 0
+    for tensor in state_dict.values():
+        if not torch.is_tensor(tensor) or tensor.dtype == torch.bool:
+            continue
+        key = (tensor.data_ptr(), tensor.shape) if tensor.numel() else id(tensor)
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel()
+    return total
+
+
+def check_strippable(state: dict) -> None:
+    """Raise CheckpointError unless ``state`` is a gated, not yet stripped, DSP checkpoint."""
+    args = model_args(state)
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    model_cls = ARCH_MODEL_REGISTRY.get(getattr(args, "arch", None))
+    if model_cls is None or getattr(model_cls, "__name__", "") != "TransformerDSPModel":
+        raise CheckpointError(
+            f"this checkpoint's architecture is {getattr(args, 'arch', None)!r}, not a "
+            "transformer_dsp architecture, so it has no trained gates to strip. Prune it "
+            "with dsp-strip --importance/--random, or train gates on it first (pipelined "
+            "pruning, see README)"
+        )
+    if getattr(args, "stripped_heads", None):
+        raise CheckpointError(
+            f"this checkpoint is already stripped (heads per attention: {args.stripped_heads}); "
+            "strip the masked checkpoint it came from instead"
+        )
+    if not any(k.startswith(GATE_PREFIX) for k in state["model"]):
+        raise CheckpointError("this transformer_dsp checkpoint holds no gate parameters to strip")
+
+
+def kept_from_gate(state: dict) -> Dict[str, List[int]]:
+    """Kept head indices per attention prefix, from the checkpoint's gate test mask."""
+    args = model_args(state)
+    slots = attention_slots(args)
+    gate, gated = build_gate(args, slots)
+    gate_state = {
+        k[len(GATE_PREFIX):]: v for k, v in state["model"].items() if k.startswith(GATE_PREFIX)
+    }
+    gate.load_state_dict(gate_state)
+    gate.eval()
+    mask = gate.kept_heads()
+    kept, start = {}, 0
+    for slot in gated:
+        sel = mask[start : start + slot.num_heads]
+        kept[slot.prefix] = torch.nonzero(sel).view(-1).tolist()
+        start += slot.num_heads
+    for slot in slots:
+        kept.setdefault(slot.prefix, list(range(slot.num_heads)))
+    return kept
+
+
+def strip_state_dict(
+    model_state: Dict[str, Tensor], slots: List[AttentionSlot], kept: Dict[str, List[int]]
+) -> Dict[str, Tensor]:
+    """New state dict with only the kept heads' weights and without gate parameters."""
+    new = {k: v for k, v in model_state.items() if not k.startswith(GATE_PREFIX)}
+    for slot in slots:
+        p = slot.prefix + "."
+        q_rows = model_state[p + "q_proj.weight"].shape[0]
+        head_dim = q_rows // slot.num_heads
+        pruned = prune_attention_weights(
+            {k: model_state.get(p + k) for k in PROJ_KEYS}, kept[slot.prefix], head_dim
+        )
+        for k, v in pruned.items():
+            if v is not None:
+                new[p + k] = v
+    return new
+
+
+def strip_checkpoint(state: dict, kept: Optional[Dict[str, List[int]]] = None):
+    """Return ``(stripped_state, report)``; ``state`` itself is left untouched.
+
+    ``kept`` (attention prefix -> head indices) overrides the gate's test mask,
+    which is how importance-based and random pruning reuse this path.
+    """
+    if kept is None:
+        check_strippable(state)
+        kept = kept_from_gate(state)
+    args = model_args(state)
+    slots = attention_slots(args)
+    new_model = strip_state_dict(state["model"], slots, kept)
+
+    new_args = copy.copy(args)
+    counts: Dict[str, List[int]] = {}
+    for slot in slots:
+        counts.setdefault(slot.kind, []).append(len(kept[slot.prefix]))
+    new_args.stripped_heads = format_head_counts(counts)
+    new_args.gate_type = "none"
+    new_args.train_gates_only = False
+
+    new_state = {k: v for k, v in state.items() if k != "last_optimizer_state"}
+    new_state["model"] = new_model
+    if isinstance(state.get("cfg"), dict):
+        new_state["cfg"] = dict(state["cfg"])
+        new_state["cfg"]["model"] = new_args
+    if state.get("args") is not None:
+        new_state["args"] = new_args
+    # The optimizer state refers to the removed weights; fine-tuning restarts it.
+    new_state["optimizer_history"] = [
+        dict(h, optimizer_name=h.get("optimizer_name")) for h in state.get("optimizer_history", [])
+    ]
+    new_state["dsp_kept_heads"] = {s.prefix: list(kept[s.prefix]) for s in slots}
+    report = StripReport(slots, kept, count_parameters(state["model"]), count_parameters(new_model))
+    return new_state, report
+
+
+def raise_if_unusable_output(input_path: str, output_path: str) -> None:
+    import os
+
+    if os.path.abspath(input_path) == os.path.abspath(output_path) or (
+        os.path.exists(output_path) and os.path.samefile(input_path, output_path)
+    ):
+        raise CheckpointError(
+            f"--output {output_path} is the input checkpoint; choose another path "
+            "(dsp-strip never overwrites its input)"
+        )
+    folder = os.path.dirname(os.path.abspath(output_path))
+    if not os.path.isdir(folder):
+        raise CheckpointError(f"--output {output_path}: folder {folder} does not exist; create it first")

@@ -1,0 +1,31 @@
+"""dsp-fairseq: exact-K attention-head pruning for fairseq Transformers.
+
+fairseq itself is not listed in install_requires: both repackagings that
+import on Python 3.11 (ve-fairseq, fairseq-fixed) declare torchaudio, which
+would pull a second, multi-GB CUDA torch. ``make install`` installs
+``ve-fairseq`` with ``--no-deps`` and its real runtime needs from
+requirements.txt; see README.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="dsp-fairseq",
+    version="0.1.0",
+    description="Differentiable Subset Pruning of attention heads for fairseq, with real head removal",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["dsp_fairseq", "dsp_fairseq.*"]),
+    python_requires=">=3.11",
+    install_requires=[
+        "torch>=2.6",
+        "sacrebleu>=2.0",
+        "sentencepiece>=0.1.99",
+        "matplotlib>=3.7",
+    ],
+    entry_points={
+        "console_scripts": [
+            "dsp-strip=dsp_fairseq.cli.strip:main",
+        ]
+    },
+)
