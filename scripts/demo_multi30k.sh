@@ -6,13 +6,13 @@
 #   bash scripts/demo_multi30k.sh            (or: make demo)
 #
 # Environment: MULTI30K_DIR (raw corpus folder; default ../shared/data/multi30k or a
-# download), WORK (default work/demo), MAX_UPDATE (default 1200), THREADS (default: all).
+# download), WORK (default work/demo), MAX_UPDATE (default 500), THREADS (default: all).
 # Finished steps are skipped when the script is rerun.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=${WORK:-$ROOT/work/demo}
 DATA=$ROOT/work/multi30k
-MAX_UPDATE=${MAX_UPDATE:-1200}
+MAX_UPDATE=${MAX_UPDATE:-500}
 K=9
 mkdir -p "$WORK"
 SECONDS=0
@@ -29,10 +29,10 @@ if [[ ! -f $WORK/checkpoints/.done-$MAX_UPDATE ]]; then
     --criterion dsp_label_smoothed_cross_entropy --label-smoothing 0.1 \
     --init-temperature 0.1 --final-temperature 1e-8 --anneal-updates $((MAX_UPDATE * 3 / 4)) \
     --optimizer adam --adam-betas '(0.9, 0.98)' --lr 1e-3 --lr-scheduler inverse_sqrt \
-    --warmup-updates 200 --weight-decay 1e-4 --dropout 0.2 --max-tokens 4096 \
+    --warmup-updates 100 --weight-decay 1e-4 --dropout 0.2 --max-tokens 4096 \
     --max-update "$MAX_UPDATE" --save-dir "$WORK/checkpoints" --no-epoch-checkpoints \
-    --cpu --seed 1 --log-format simple --log-interval 50 --validate-interval-updates 400 \
-    --save-interval-updates 400 --keep-interval-updates 1 --tensorboard-logdir "$WORK/tb" \
+    --cpu --seed 1 --log-format simple --log-interval 50 --validate-interval-updates 250 \
+    --save-interval-updates 250 --keep-interval-updates 1 --tensorboard-logdir "$WORK/tb" \
     2>&1 | tee "$WORK/train.log" | grep --line-buffered -E "\| (train_inner|valid|train) \||error|Error"
   touch "$WORK/checkpoints/.done-$MAX_UPDATE"
 fi

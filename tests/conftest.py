@@ -1,0 +1,27 @@
+import argparse
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq import utils as fairseq_utils
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Import the plugin the way fairseq does (--user-dir), once per session.
+fairseq_utils.import_user_module(argparse.Namespace(user_dir=str(ROOT / "dsp_fairseq")))
+
+
+def multi30k_dir() -> Path:
+    path = Path(os.environ.get("MULTI30K_DIR", ROOT.parent / "shared" / "data" / "multi30k"))
+    if not (path / "train.de.gz").is_file():
+        raise FileNotFoundError(
+            f"Multi30k raw files not found in {path}; set MULTI30K_DIR to a folder holding "
+            "train.{de,en}.gz, val.{de,en}.gz and test_2016_flickr.{de,en}.gz"
+        )
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

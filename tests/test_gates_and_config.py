@@ -1,0 +1,109 @@
+"""Gate interface, per-update temperature, gate learning rate and K validation."""
+
+import argparse
+
+import pytest
+import torch
+from fairseq.optim.adam import Adam as FairseqAdamImpl
+
+from dsp_fairseq.criterions.dsp_label_smoothed_cross_entropy import annealed_temperature
+from dsp_fairseq.gates import GATE_REGISTRY, build_budget
+from dsp_fairseq.models.gate_config import build_gate
+from dsp_fairseq.models.head_layout import attention_slots
+from dsp_fairseq.models.transformer_dsp import transformer_dsp_iwslt_de_en
+from dsp_fairseq.optim.gate_optimizer import gate_lr_of, tag_gate_parameter
+
+
+def iwslt_args(**overrides):
+    args = argparse.Namespace(**overrides)
+    transformer_dsp_iwslt_de_en(args)
+    return args
+
+
+def test_iwslt_architecture_has_72_gated_heads():
+    args = iwslt_args(heads_to_keep=18)
+    gate, gated = build_gate(args, attention_slots(args))
+    assert gate.num_heads == 72 and len(gated) == 18
+    assert (args.encoder_layers, args.encoder_embed_dim, args.encoder_ffn_embed_dim) == (6, 512, 1024)
+
+
+@pytest.mark.parametrize("k", [0, -1, 73])
+def test_out_of_range_k_names_the_allowed_range(k):
+    args = iwslt_args(heads_to_keep=k)
+    with pytest.raises(ValueError, match=r"choose K in \[1, 72\]"):
+        build_gate(args, attention_slots(args))
+
+
+def test_unknown_attention_type_is_rejected():
+    with pytest.raises(ValueError, match="enc-self,dec-self,cross"):
+        iwslt_args(gated_attentions="enc-self,decoder")
+
+
+def test_gated_subset_changes_h():
+    args = iwslt_args(gated_attentions="cross", heads_to_keep=25)
+    with pytest.raises(ValueError, match=r"\[1, 24\]"):
+        build_gate(args, attention_slots(args))
+
+
+def test_per_type_budget():
+    args = iwslt_args(heads_to_keep_per_type="enc-self=6,dec-self=0,cross=12")
+    gate, _ = build_gate(args, attention_slots(args))
+    gate.eval()
+    mask = gate.test_mask()
+    assert mask[:24].sum() == 6 and mask[24:48].sum() == 0 and mask[48:].sum() == 12
+    with pytest.raises(ValueError, match=r"\[0, 24\]"):
+        bad = iwslt_args(heads_to_keep_per_type="enc-self=30,dec-self=0,cross=1")
+        build_gate(bad, attention_slots(bad))
+
+
+@pytest.mark.parametrize("name", sorted(GATE_REGISTRY))
+def test_every_gate_masks_exactly_k_at_test_time(name):
+    gate = GATE_REGISTRY[name](36, build_budget([36], heads_to_keep=9))
+    gate.set_temperature(0.1)
+    gate.train()
+    gate.resample()
+    train_mask = gate.current_mask()
+    assert train_mask.shape == (36,)
+    train_mask.sum().backward()
+    assert gate.logits.grad is not None
+    gate.eval()
+    assert gate.current_mask().sum() == 9
+    assert set(gate.current_mask().tolist()) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("name", ["dsp-st", "ste"])
+def test_straight_through_gates_are_k_hot_while_training(name):
+    gate = GATE_REGISTRY[name](20, build_budget([20], heads_to_keep=5))
+    gate.set_temperature(0.5)
+    gate.train()
+    for _ in range(5):
+        gate.resample()
+        mask = gate.current_mask().detach()
+        assert mask.sum() == 5 and set(mask.tolist()) <= {0.0, 1.0}
+
+
+def test_annealing_schedule():
+    assert annealed_temperature(0, 0.1, 1e-8, 100) == pytest.approx(0.1)
+    assert annealed_temperature(50, 0.1, 1e-8, 100) == pytest.approx(10**-4.5)
+    assert annealed_temperature(100, 0.1, 1e-8, 100) == pytest.approx(1e-8)
+    assert annealed_temperature(10_000, 0.1, 1e-8, 100) == pytest.approx(1e-8)
+
+
+def test_gate_logits_get_constant_lr_without_weight_decay():
+    gate_param = torch.nn.Parameter(torch.zeros(4))
+    other = torch.nn.Parameter(torch.ones(4))
+    tag_gate_parameter(gate_param, 0.2)
+    assert gate_lr_of(gate_param) == 0.2
+    opt = FairseqAdamImpl([gate_param, other], lr=1e-6, weight_decay=0.5)
+    for step in range(3):
+        for g in opt.param_groups:
+            g["lr"] = 1e-6 * (step + 1)  # a schedule the gates must ignore
+        gate_param.grad = torch.tensor([1.0, -1.0, 2.0, 0.0])
+        other.grad = torch.ones(4)
+        opt.step()
+    # Adam with constant gradient sign moves each coordinate by lr per step.
+    assert gate_param.detach()[:3].tolist() == pytest.approx([-0.6, 0.6, -0.6], abs=1e-4)
+    assert gate_param[3].item() == 0.0
+    assert (other.detach() < 1).all() and (other.detach() > 0.99).all()
+    assert opt.state[gate_param]["dsp_step"] == 3
+    assert "exp_avg" not in opt.state[gate_param]  # main optimizer never touched it
