@@ -26,6 +26,10 @@ setup(
     entry_points={
         "console_scripts": [
             "dsp-strip=dsp_fairseq.cli.strip:main",
+            "dsp-importance=dsp_fairseq.cli.importance:main",
+            "dsp-plot-heads=dsp_fairseq.cli.plot_heads:main",
+            "dsp-plot-gates=dsp_fairseq.cli.plot_gates:main",
+            "dsp-plot-sweep=dsp_fairseq.cli.plot_sweep:main",
         ]
     },
 )

@@ -32,11 +32,34 @@ utils.import_user_module(argparse.Namespace(user_dir=os.path.join(ROOT, "dsp_fai
 
 def build(arch: str, data: str, extra: list[str]):
     parser = options.get_training_parser()
-    argv = [data, "--arch", arch, "--user-dir", os.path.join(ROOT, "dsp_fairseq"), "--cpu",
-            "--share-all-embeddings", "--dropout", "0.1", "--encoder-layers", "3",
-            "--decoder-layers", "3", "--encoder-embed-dim", "256", "--decoder-embed-dim", "256",
-            "--encoder-ffn-embed-dim", "1024", "--decoder-ffn-embed-dim", "1024",
-            "--encoder-attention-heads", "4", "--decoder-attention-heads", "4", *extra]
+    argv = [
+        data,
+        "--arch",
+        arch,
+        "--user-dir",
+        os.path.join(ROOT, "dsp_fairseq"),
+        "--cpu",
+        "--share-all-embeddings",
+        "--dropout",
+        "0.1",
+        "--encoder-layers",
+        "3",
+        "--decoder-layers",
+        "3",
+        "--encoder-embed-dim",
+        "256",
+        "--decoder-embed-dim",
+        "256",
+        "--encoder-ffn-embed-dim",
+        "1024",
+        "--decoder-ffn-embed-dim",
+        "1024",
+        "--encoder-attention-heads",
+        "4",
+        "--decoder-attention-heads",
+        "4",
+        *extra,
+    ]
     args = options.parse_args_and_arch(parser, argv)
     task = tasks.setup_task(args)
     model = task.build_model(args)
@@ -47,8 +70,9 @@ def training_throughput(data: str, batches: int, repeats: int) -> dict:
     task, dsp, _ = build("transformer_dsp", data, [])  # K = H: every head kept
     _, stock, _ = build("transformer", data, [])
     task.load_dataset("train")
-    itr = task.get_batch_iterator(task.dataset("train"), max_tokens=4096, seed=1,
-                                  max_positions=(1024, 1024)).next_epoch_itr(shuffle=True)
+    itr = task.get_batch_iterator(
+        task.dataset("train"), max_tokens=4096, seed=1, max_positions=(1024, 1024)
+    ).next_epoch_itr(shuffle=True)
     samples = [s for _, s in zip(range(batches), itr)]
     models = {"transformer_dsp (K=H)": dsp, "transformer (stock)": stock}
     opts = {n: torch.optim.Adam(m.parameters(), lr=1e-4) for n, m in models.items()}
@@ -61,8 +85,12 @@ def training_throughput(data: str, batches: int, repeats: int) -> dict:
             model.head_gate.set_temperature(0.1)
         out = model(**sample["net_input"])
         lprobs = model.get_normalized_probs(out, log_probs=True)
-        loss = torch.nn.functional.nll_loss(lprobs.view(-1, lprobs.size(-1)),
-                                            sample["target"].view(-1), ignore_index=1, reduction="sum")
+        loss = torch.nn.functional.nll_loss(
+            lprobs.view(-1, lprobs.size(-1)),
+            sample["target"].view(-1),
+            ignore_index=1,
+            reduction="sum",
+        )
         opts[name].zero_grad()
         loss.backward()
         opts[name].step()
@@ -76,7 +104,9 @@ def training_throughput(data: str, batches: int, repeats: int) -> dict:
             for sample in samples:
                 step(name, sample)
             times[name].append(time.perf_counter() - start)
-    result = {n: {"wps_median": tokens / statistics.median(t), "seconds": t} for n, t in times.items()}
+    result = {
+        n: {"wps_median": tokens / statistics.median(t), "seconds": t} for n, t in times.items()
+    }
     names = list(models)
     result["ratio_dsp_over_stock"] = result[names[0]]["wps_median"] / result[names[1]]["wps_median"]
     return result
@@ -84,15 +114,17 @@ def training_throughput(data: str, batches: int, repeats: int) -> dict:
 
 def decode_speed(data: str, ckpt: str, repeats: int) -> dict:
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [ckpt], arg_overrides={"data": data})
+        [ckpt], arg_overrides={"data": data}
+    )
     model = models[0].eval()
     cfg.generation.beam = 5
     generator = task.build_generator(models, cfg.generation)
     task.load_dataset("test")
     runs, hyps = [], []
     for _ in range(repeats):
-        itr = task.get_batch_iterator(task.dataset("test"), max_sentences=64,
-                                      max_positions=(1024, 1024)).next_epoch_itr(shuffle=False)
+        itr = task.get_batch_iterator(
+            task.dataset("test"), max_sentences=64, max_positions=(1024, 1024)
+        ).next_epoch_itr(shuffle=False)
         n_sent = n_tok = 0
         hyps = []
         start = time.perf_counter()
@@ -106,13 +138,21 @@ def decode_speed(data: str, ckpt: str, repeats: int) -> dict:
         runs.append(time.perf_counter() - start)
     med = statistics.median(runs)
     params = sum(p.numel() for p in model.parameters())
-    return {"sentences": n_sent, "tokens": n_tok, "seconds": runs,
-            "sentences_per_s": n_sent / med, "ms_per_token": 1000 * med / n_tok,
-            "parameters": params, "hypotheses": sorted(hyps)}
+    return {
+        "sentences": n_sent,
+        "tokens": n_tok,
+        "seconds": runs,
+        "sentences_per_s": n_sent / med,
+        "ms_per_token": 1000 * med / n_tok,
+        "parameters": params,
+        "hypotheses": sorted(hyps),
+    }
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", required=True)
     parser.add_argument("--masked", required=True)
     parser.add_argument("--stripped", required=True)
@@ -133,8 +173,10 @@ def main() -> int:
     result = {
         "date": date.today().isoformat(),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                   f"torch {torch.__version__}, {args.threads} threads",
-        "training": train, "decode_masked": masked, "decode_stripped": stripped,
+        f"torch {torch.__version__}, {args.threads} threads",
+        "training": train,
+        "decode_masked": masked,
+        "decode_stripped": stripped,
         "identical_hypotheses": identical,
         "decode_speedup_sentences": stripped["sentences_per_s"] / masked["sentences_per_s"],
         "decode_speedup_per_token": masked["ms_per_token"] / stripped["ms_per_token"],
@@ -143,15 +185,23 @@ def main() -> int:
         json.dump(result, f, indent=1)
     t = train
     names = [n for n in t if n != "ratio_dsp_over_stock"]
-    print(f"\n| measurement | baseline | dsp-fairseq | ratio |\n|---|---|---|---|")
-    print(f"| training words/s, 3+3 layers 256/1024 | {t[names[1]]['wps_median']:.0f} (stock transformer) "
-          f"| {t[names[0]]['wps_median']:.0f} (transformer_dsp, K=H) | {t['ratio_dsp_over_stock']:.2f}x |")
-    print(f"| decode sentences/s, beam 5, batch 64 | {masked['sentences_per_s']:.1f} (masked) "
-          f"| {stripped['sentences_per_s']:.1f} (stripped) | {result['decode_speedup_sentences']:.2f}x |")
-    print(f"| decode ms per output token | {masked['ms_per_token']:.3f} (masked) "
-          f"| {stripped['ms_per_token']:.3f} (stripped) | {result['decode_speedup_per_token']:.2f}x |")
-    print(f"| parameters | {masked['parameters']:,} | {stripped['parameters']:,} | "
-          f"{stripped['parameters'] / masked['parameters']:.2f}x |")
+    print("\n| measurement | baseline | dsp-fairseq | ratio |\n|---|---|---|---|")
+    print(
+        f"| training words/s, 3+3 layers 256/1024 | {t[names[1]]['wps_median']:.0f} (stock transformer) "
+        f"| {t[names[0]]['wps_median']:.0f} (transformer_dsp, K=H) | {t['ratio_dsp_over_stock']:.2f}x |"
+    )
+    print(
+        f"| decode sentences/s, beam 5, batch 64 | {masked['sentences_per_s']:.1f} (masked) "
+        f"| {stripped['sentences_per_s']:.1f} (stripped) | {result['decode_speedup_sentences']:.2f}x |"
+    )
+    print(
+        f"| decode ms per output token | {masked['ms_per_token']:.3f} (masked) "
+        f"| {stripped['ms_per_token']:.3f} (stripped) | {result['decode_speedup_per_token']:.2f}x |"
+    )
+    print(
+        f"| parameters | {masked['parameters']:,} | {stripped['parameters']:,} | "
+        f"{stripped['parameters'] / masked['parameters']:.2f}x |"
+    )
     print(f"\nidentical hypotheses: {identical}")
     return 0
 

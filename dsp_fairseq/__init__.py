@@ -6,8 +6,8 @@ registers the ``transformer_dsp`` model and architectures, the
 fairseq checkpoints load under torch's weights-only default.
 """
 
-from .safe_loading import allow_fairseq_checkpoint_types
 from .optim import gate_optimizer
+from .safe_loading import allow_fairseq_checkpoint_types
 
 allow_fairseq_checkpoint_types()
 gate_optimizer.install()

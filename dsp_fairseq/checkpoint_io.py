@@ -23,22 +23,52 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used for what was asked; the message says why."""
 
 
+# What torch's weights-only unpickler says when a file names a type or function
+# outside the allowlist, as opposed to bytes that are not a pickle at all.
+_REFUSAL_MARKERS = ("GLOBAL", "reduce for unrecognized function", "allowlisted")
+
+
+def _unpickler_detail(err: Exception) -> str:
+    """The specific line of torch's long weights-only error message."""
+    text = str(err)
+    _, found, rest = text.partition("WeightsUnpickler error:")
+    if found:
+        text = rest.split("Check the documentation of torch.load")[0]
+    return " ".join(text.split())
+
+
 def load_checkpoint(path: str) -> Dict[str, Any]:
     """Load a fairseq checkpoint on CPU with weights-only unpickling."""
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path}: is a folder, not a checkpoint file")
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such checkpoint file")
+    if os.path.getsize(path) == 0:
+        raise CheckpointError(f"{path}: empty file, not a checkpoint")
     allow_fairseq_checkpoint_types()
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
+        detail = _unpickler_detail(err)
+        if any(marker in detail for marker in _REFUSAL_MARKERS):
+            raise CheckpointError(
+                f"{path}: refused to load: it pickles an object outside the allowlist of "
+                f"fairseq checkpoint types, which could run arbitrary code ({detail}). "
+                "Only load it with weights_only=False if you trust its origin."
+            ) from err
+        # e.g. "Unsupported operand": random bytes, or a raw pickle using opcodes
+        # the safe unpickler does not implement; either way nothing was run.
         raise CheckpointError(
-            f"{path}: refused to load: it pickles an object outside the allowlist of "
-            f"fairseq checkpoint types, which could run arbitrary code ({err}). "
-            "Only load it with weights_only=False if you trust its origin."
+            f"{path}: refused to load: torch's safe (weights-only) loader cannot read it "
+            f"(truncated or corrupt? or pickled outside the allowlist): {detail}"
         ) from err
-    except (RuntimeError, EOFError, OSError, ValueError) as err:
+    except Exception as err:  # noqa: BLE001
+        # Bytes that are not a torch file fail deep inside the unpickler with
+        # whatever error the garbage triggers (KeyError, IndexError, EOFError,
+        # RuntimeError from the zip reader, ...): all mean "unreadable".
         raise CheckpointError(
-            f"{path}: not a readable checkpoint (truncated or corrupt?): {err}"
+            f"{path}: not a readable checkpoint (truncated or corrupt?): "
+            f"{type(err).__name__}: {err}"
         ) from err
     if not isinstance(state, dict) or "model" not in state:
         raise CheckpointError(f"{path}: not a fairseq checkpoint (no 'model' entry)")
@@ -64,12 +94,19 @@ def save_checkpoint_atomic(state: Dict[str, Any], path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CheckpointError(f"{path}: output folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=folder)
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path} is a folder; give the path of the file to write")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=folder)
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot write in {folder}: {err}") from err
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(err, OSError):  # e.g. disk full: say so, nothing was written
+            raise CheckpointError(f"{path}: writing failed, nothing written: {err}") from err
         raise

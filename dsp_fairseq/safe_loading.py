@@ -5,16 +5,49 @@ otherwise, and fairseq 0.12's ``checkpoint_utils`` calls ``torch.load``
 without the argument. fairseq checkpoints pickle a few non-tensor types;
 allowlisting exactly those keeps safe loading on (never turned off
 globally): anything else pickled into a checkpoint is still refused.
+
+Distributed training needs a few more: when a multi-process run resumes,
+rank 0 reads the checkpoint and fairseq's ``broadcast_object`` sends it to
+the other ranks with ``torch.save``/``torch.load`` (again without
+``weights_only``), after ``load_checkpoint_to_cpu`` has turned its config
+into an OmegaConf ``DictConfig`` and the tensors into fairseq placeholders.
+Without these types every rank but 0 fails with "Unsupported global:
+omegaconf.dictconfig.DictConfig". They are plain data containers (and the
+builtin types OmegaConf records as metadata): none runs code when unpickled.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import typing
+from typing import List
 
 import torch
 
 SAFE_CHECKPOINT_GLOBALS = [argparse.Namespace]
 
 
+def broadcast_globals() -> List[object]:
+    """Types in the checkpoint state that fairseq broadcasts from rank 0 on resume."""
+    from fairseq.distributed.utils import _TensorPlaceholder
+    from omegaconf import AnyNode, DictConfig, ListConfig
+    from omegaconf.base import ContainerMetadata, Metadata
+
+    return [
+        DictConfig,
+        ListConfig,
+        AnyNode,
+        Metadata,
+        ContainerMetadata,
+        _TensorPlaceholder,
+        typing.Any,
+        collections.defaultdict,
+        dict,
+        list,
+        int,
+    ]
+
+
 def allow_fairseq_checkpoint_types() -> None:
-    torch.serialization.add_safe_globals(SAFE_CHECKPOINT_GLOBALS)
+    torch.serialization.add_safe_globals(SAFE_CHECKPOINT_GLOBALS + broadcast_globals())

@@ -9,6 +9,7 @@
 # download), WORK (default work/demo), MAX_UPDATE (default 500), THREADS (default: all).
 # Finished steps are skipped when the script is rerun.
 set -euo pipefail
+export PYTHONUNBUFFERED=1  # progress lines appear as they happen, through tee and grep
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=${WORK:-$ROOT/work/demo}
 DATA=$ROOT/work/multi30k

@@ -29,10 +29,14 @@ def main() -> int:
     same = sum(a == b for a, b in zip(hyps["masked"], hyps["stripped"]))
     for name in ("masked", "stripped"):
         bleu = sacrebleu.corpus_bleu(hyps[name], [refs])
-        print(f"{name:>9}: BLEU {bleu.score:5.2f}  decode {times[name]:6.1f} s "
-              f"({len(refs) / times[name]:5.1f} sentences/s)   [{bleu.format(signature=False)}]")
+        print(
+            f"{name:>9}: BLEU {bleu.score:5.2f}  decode {times[name]:6.1f} s "
+            f"({len(refs) / times[name]:5.1f} sentences/s)   [{bleu.format(signature=False)}]"
+        )
     print(f"identical translations: {same} / {len(refs)}")
-    print(f"decode speed-up (wall clock, incl. start-up): {times['masked'] / times['stripped']:.2f}x")
+    print(
+        f"decode speed-up (wall clock, incl. start-up): {times['masked'] / times['stripped']:.2f}x"
+    )
     return 0 if same == len(refs) else 1
 
 

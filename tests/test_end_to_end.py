@@ -10,13 +10,21 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ROOT, multi30k_dir
+
 from dsp_fairseq.checkpoint_io import CheckpointError, load_checkpoint
 
 BIN = Path(sys.executable).parent
-TINY = ["--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-        "--encoder-ffn-embed-dim", "64", "--decoder-ffn-embed-dim", "64"]
+TINY = [
+    "--encoder-embed-dim",
+    "32",
+    "--decoder-embed-dim",
+    "32",
+    "--encoder-ffn-embed-dim",
+    "64",
+    "--decoder-ffn-embed-dim",
+    "64",
+]
 K = 5
 
 
@@ -24,25 +32,66 @@ def run(*cmd, check=True, cwd=None):
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="2")
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, cwd=cwd)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
 def train(data, save_dir, *extra, arch="transformer_dsp_small", updates=60):
     return run(
-        BIN / "fairseq-train", data, "--user-dir", ROOT / "dsp_fairseq", "--arch", arch, *TINY,
-        "--optimizer", "adam", "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt",
-        "--warmup-updates", "10", "--max-tokens", "1500", "--max-update", str(updates),
-        "--save-dir", save_dir, "--no-epoch-checkpoints", "--cpu", "--seed", "3",
-        "--log-format", "simple", "--log-interval", "10", "--share-all-embeddings", *extra,
+        BIN / "fairseq-train",
+        data,
+        "--user-dir",
+        ROOT / "dsp_fairseq",
+        "--arch",
+        arch,
+        *TINY,
+        "--optimizer",
+        "adam",
+        "--lr",
+        "2e-3",
+        "--lr-scheduler",
+        "inverse_sqrt",
+        "--warmup-updates",
+        "10",
+        "--max-tokens",
+        "1500",
+        "--max-update",
+        str(updates),
+        "--save-dir",
+        save_dir,
+        "--no-epoch-checkpoints",
+        "--cpu",
+        "--seed",
+        "3",
+        "--log-format",
+        "simple",
+        "--log-interval",
+        "10",
+        "--share-all-embeddings",
+        *extra,
     )
 
 
 def generate(data, ckpt, *extra):
     out = run(
-        BIN / "fairseq-generate", data, "--user-dir", ROOT / "dsp_fairseq", "--path", ckpt,
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "16", "--max-len-b", "30",
-        "--cpu", *extra,
+        BIN / "fairseq-generate",
+        data,
+        "--user-dir",
+        ROOT / "dsp_fairseq",
+        "--path",
+        ckpt,
+        "--gen-subset",
+        "test",
+        "--beam",
+        "5",
+        "--batch-size",
+        "16",
+        "--max-len-b",
+        "30",
+        "--cpu",
+        *extra,
     ).stdout
     # (id, score, hypothesis) per sentence, in id order
     rows = [line.split("\t") for line in out.splitlines() if line.startswith("H-")]
@@ -61,17 +110,34 @@ def corpus(tmp_path_factory):
             with gzip.open(raw / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
                 f.writelines(lines)
     out = tmp_path_factory.mktemp("data") / "m30k"
-    run("bash", ROOT / "examples/translation/prepare-multi30k.sh", "--src-dir", raw,
-        "--out", out, "--vocab-size", "400")
+    run(
+        "bash",
+        ROOT / "examples/translation/prepare-multi30k.sh",
+        "--src-dir",
+        raw,
+        "--out",
+        out,
+        "--vocab-size",
+        "400",
+    )
     return out
 
 
 @pytest.fixture(scope="module")
 def trained(corpus, tmp_path_factory):
     save = tmp_path_factory.mktemp("ckpt")
-    log = train(corpus / "bin", save, "--heads-to-keep", str(K),
-                "--criterion", "dsp_label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-                "--anneal-updates", "40").stdout
+    log = train(
+        corpus / "bin",
+        save,
+        "--heads-to-keep",
+        str(K),
+        "--criterion",
+        "dsp_label_smoothed_cross_entropy",
+        "--label-smoothing",
+        "0.1",
+        "--anneal-updates",
+        "40",
+    ).stdout
     return save, log
 
 
@@ -91,7 +157,9 @@ def test_strip_then_generate_matches_masked(corpus, trained, tmp_path):
 
     state = load_checkpoint(str(pruned))
     args = state["cfg"]["model"]
-    counts = [int(n) for part in args.stripped_heads.split(";") for n in part.split("=")[1].split(",")]
+    counts = [
+        int(n) for part in args.stripped_heads.split(";") for n in part.split("=")[1].split(",")
+    ]
     assert sum(counts) == K
     assert not any(k.startswith("head_gate") for k in state["model"])
     n_masked = sum(v.numel() for v in load_checkpoint(str(masked))["model"].values())
@@ -109,8 +177,14 @@ def test_strip_then_generate_matches_masked(corpus, trained, tmp_path):
 
 def test_bad_k_fails_before_training(corpus, tmp_path):
     with pytest.raises(AssertionError) as err:
-        train(corpus / "bin", tmp_path / "ck", "--heads-to-keep", "37",
-              "--criterion", "dsp_label_smoothed_cross_entropy")
+        train(
+            corpus / "bin",
+            tmp_path / "ck",
+            "--heads-to-keep",
+            "37",
+            "--criterion",
+            "dsp_label_smoothed_cross_entropy",
+        )
     assert "choose K in [1, 36]" in str(err.value)
     assert "num_updates" not in str(err.value)
     assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
@@ -122,7 +196,9 @@ def test_strip_refuses_bad_inputs(corpus, trained, tmp_path):
     digest = hashlib.sha256(masked.read_bytes()).hexdigest()
     same = run(BIN / "dsp-strip", "--input", masked, "--output", masked, check=False)
     assert same.returncode == 2 and "never overwrites its input" in same.stderr
-    missing = run(BIN / "dsp-strip", "--input", masked, "--output", tmp_path / "no" / "x.pt", check=False)
+    missing = run(
+        BIN / "dsp-strip", "--input", masked, "--output", tmp_path / "no" / "x.pt", check=False
+    )
     assert missing.returncode == 2 and "does not exist" in missing.stderr
     assert hashlib.sha256(masked.read_bytes()).hexdigest() == digest
 
@@ -140,8 +216,14 @@ def test_strip_refuses_bad_inputs(corpus, trained, tmp_path):
 
 def test_strip_refuses_stock_transformer(corpus, tmp_path):
     train(corpus / "bin", tmp_path, arch="transformer_tiny", updates=3)
-    proc = run(BIN / "dsp-strip", "--input", tmp_path / "checkpoint_last.pt",
-               "--output", tmp_path / "x.pt", check=False)
+    proc = run(
+        BIN / "dsp-strip",
+        "--input",
+        tmp_path / "checkpoint_last.pt",
+        "--output",
+        tmp_path / "x.pt",
+        check=False,
+    )
     assert proc.returncode == 2 and "not a transformer_dsp architecture" in proc.stderr
 
 

@@ -24,7 +24,11 @@ def test_iwslt_architecture_has_72_gated_heads():
     args = iwslt_args(heads_to_keep=18)
     gate, gated = build_gate(args, attention_slots(args))
     assert gate.num_heads == 72 and len(gated) == 18
-    assert (args.encoder_layers, args.encoder_embed_dim, args.encoder_ffn_embed_dim) == (6, 512, 1024)
+    assert (args.encoder_layers, args.encoder_embed_dim, args.encoder_ffn_embed_dim) == (
+        6,
+        512,
+        1024,
+    )
 
 
 @pytest.mark.parametrize("k", [0, -1, 73])

@@ -18,7 +18,11 @@ class FixedMask(torch.nn.Module):
 
 
 def random_attention(embed, heads, cross=False, kdim=None):
-    kw = {"encoder_decoder_attention": True, "kdim": kdim, "vdim": kdim} if cross else {"self_attention": True}
+    kw = (
+        {"encoder_decoder_attention": True, "kdim": kdim, "vdim": kdim}
+        if cross
+        else {"self_attention": True}
+    )
     attn = GatedMultiheadAttention(embed, heads, **kw).eval()
     with torch.no_grad():
         for p in attn.parameters():
@@ -45,8 +49,11 @@ def test_head_feature_index():
 
 def test_prune_weights_is_pure_and_slices_heads():
     d, h, e = 4, 3, 12
-    w = {f"{p}.{t}": torch.randn(e, e) if t == "weight" else torch.randn(e)
-         for p in ("q_proj", "k_proj", "v_proj", "out_proj") for t in ("weight", "bias")}
+    w = {
+        f"{p}.{t}": torch.randn(e, e) if t == "weight" else torch.randn(e)
+        for p in ("q_proj", "k_proj", "v_proj", "out_proj")
+        for t in ("weight", "bias")
+    }
     before = {k: v.clone() for k, v in w.items()}
     out = prune_attention_weights(w, [2], d)
     for k in w:
@@ -80,7 +87,9 @@ def test_stripped_attention_equals_masked_at_random_shapes(seed):
     assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
     if keep:
         assert torch.allclose(wa, wb, atol=1e-6)
-    assert sum(p.numel() for p in stripped.parameters()) <= sum(p.numel() for p in masked.parameters())
+    assert sum(p.numel() for p in stripped.parameters()) <= sum(
+        p.numel() for p in masked.parameters()
+    )
 
 
 def test_zero_heads_adds_only_the_output_bias():
@@ -110,8 +119,16 @@ def _incremental(attn, steps, enc, enc_pad, beam):
     attn.set_beam_size(beam)
     state, outs = {}, []
     for x in steps:
-        out, w = attn(x, enc, enc, key_padding_mask=enc_pad, incremental_state=state,
-                      static_kv=True, need_weights=True, need_head_weights=True)
+        out, w = attn(
+            x,
+            enc,
+            enc,
+            key_padding_mask=enc_pad,
+            incremental_state=state,
+            static_kv=True,
+            need_weights=True,
+            need_head_weights=True,
+        )
         outs.append(out)
         new_order = torch.arange(x.size(1)).flip(0).view(-1, beam).flip(1).reshape(-1)
         attn.reorder_incremental_state(state, new_order)
@@ -121,7 +138,9 @@ def _incremental(attn, steps, enc, enc_pad, beam):
 def test_cross_attention_incremental_with_beams_matches_fairseq():
     beam, bsz, src, embed = 3, 2, 5, 16
     ours = random_attention(embed, 4, cross=True, kdim=embed)
-    ref = MultiheadAttention(embed, 4, kdim=embed, vdim=embed, encoder_decoder_attention=True).eval()
+    ref = MultiheadAttention(
+        embed, 4, kdim=embed, vdim=embed, encoder_decoder_attention=True
+    ).eval()
     ref.load_state_dict(ours.state_dict())
     enc = torch.randn(src, bsz, embed).repeat_interleave(beam, dim=1)
     enc_pad = torch.zeros(bsz * beam, src, dtype=torch.bool)

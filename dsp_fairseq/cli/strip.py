@@ -1,9 +1,20 @@
-"""dsp-strip: remove pruned attention heads from a transformer_dsp checkpoint.
+"""dsp-strip: remove pruned attention heads from a checkpoint.
 
     dsp-strip --input checkpoints/checkpoint_best.pt --output checkpoints/pruned.pt
 
+keeps the heads of the trained gate's test mask (transformer_dsp checkpoints).
+Baselines choose the heads themselves and also take stock fairseq
+``transformer`` checkpoints:
+
+    dsp-strip --input CKPT --output PRUNED --importance scores.json --heads-to-keep K
+    dsp-strip --input CKPT --output PRUNED --random --heads-to-keep K --seed S
+
+(--importance: the K heads ranked most important by ``dsp-importance``;
+--random: K heads drawn uniformly, the same for the same seed.)
+
 The result loads with ``fairseq-generate DATA --user-dir dsp_fairseq --path PRUNED``
-and translates exactly as the masked model does, with fewer parameters.
+and, for a gated checkpoint, translates exactly as the masked model does, with
+fewer parameters.
 """
 
 from __future__ import annotations
@@ -12,27 +23,76 @@ import argparse
 import sys
 
 from ..checkpoint_io import CheckpointError, load_checkpoint, save_checkpoint_atomic
-from ..pruning.strip import raise_if_unusable_output, strip_checkpoint
+from ..pruning.strip import prunable_slots, raise_if_unusable_output, strip_checkpoint
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dsp-strip", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--input", required=True, help="masked transformer_dsp checkpoint")
+    parser.add_argument("--input", required=True, help="checkpoint to prune")
     parser.add_argument("--output", required=True, help="where to write the stripped checkpoint")
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument(
+        "--importance",
+        metavar="SCORES.json",
+        help="keep the --heads-to-keep most important heads of this dsp-importance file",
+    )
+    how.add_argument(
+        "--random", action="store_true", help="keep --heads-to-keep heads chosen at random"
+    )
+    parser.add_argument(
+        "--heads-to-keep",
+        type=int,
+        metavar="K",
+        help="with --importance/--random: number of heads to keep (all attentions together)",
+    )
+    parser.add_argument("--seed", type=int, help="with --random: random seed (default: 1)")
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
     return parser
 
 
+def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    chosen = args.importance is not None or args.random
+    if chosen and args.heads_to_keep is None:
+        parser.error("--importance/--random need --heads-to-keep K")
+    if not chosen and args.heads_to_keep is not None:
+        parser.error(
+            "--heads-to-keep needs --importance or --random; without them the trained "
+            "gate's test mask (and the K it was trained for) decides"
+        )
+    if args.seed is not None and not args.random:
+        parser.error("--seed is only used with --random")
+
+
+def chosen_heads(args: argparse.Namespace, state: dict):
+    """Kept heads for --importance/--random, or None for the gate's test mask."""
+    from ..importance.scores_file import ranking_for_model, read_importance
+    from ..pruning.selection import check_heads_to_keep, kept_from_ranking, random_kept
+
+    if args.importance is None and not args.random:
+        return None
+    slots = prunable_slots(state)
+    try:
+        check_heads_to_keep(args.heads_to_keep, slots)
+        if args.random:
+            return random_kept(slots, args.heads_to_keep, 1 if args.seed is None else args.seed)
+        ranking = ranking_for_model(read_importance(args.importance), slots, args.importance)
+        return kept_from_ranking(slots, ranking, args.heads_to_keep)
+    except ValueError as err:
+        raise CheckpointError(str(err)) from err
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_options(parser, args)
     import dsp_fairseq  # noqa: F401  (registers the model with fairseq)
 
     try:
         raise_if_unusable_output(args.input, args.output)
         state = load_checkpoint(args.input)
-        new_state, report = strip_checkpoint(state)
+        new_state, report = strip_checkpoint(state, kept=chosen_heads(args, state))
         save_checkpoint_atomic(new_state, args.output)
     except CheckpointError as err:
         print(f"dsp-strip: error: {err}", file=sys.stderr)

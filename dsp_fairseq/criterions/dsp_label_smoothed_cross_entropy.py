@@ -6,7 +6,6 @@ temperature and how far the training mask is from K-hot through fairseq's
 metrics (console, JSON logs and tensorboard).
 """
 
-
 import math
 from dataclasses import dataclass, field
 from typing import Optional
@@ -25,9 +24,7 @@ GATE_METRICS = ("gate_temperature", "gate_khot_dist", "gate_mask_sum", "gate_pen
 
 @dataclass
 class DSPLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
-    init_temperature: float = field(
-        default=0.1, metadata={"help": "gate temperature at update 0"}
-    )
+    init_temperature: float = field(default=0.1, metadata={"help": "gate temperature at update 0"})
     final_temperature: float = field(
         default=1e-8, metadata={"help": "gate temperature after --anneal-updates"}
     )
@@ -37,8 +34,9 @@ class DSPLabelSmoothedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfi
     )
     l0_penalty: float = field(
         default=0.0,
-        metadata={"help": "weight of the gate penalty (Hard Concrete's expected L0), "
-                  "per target token"},
+        metadata={
+            "help": "weight of the gate penalty (Hard Concrete's expected L0), per target token"
+        },
     )
 
 
@@ -115,4 +113,6 @@ class DSPLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             if any(key in log for log in logging_outputs):
                 # Summed over workers and micro-batches, so average by count.
                 value = sum(log.get(key, 0) for log in logging_outputs) / count
-                metrics.log_scalar(key, value, weight=0, round=10 if key == "gate_temperature" else 4)
+                metrics.log_scalar(
+                    key, value, weight=0, round=10 if key == "gate_temperature" else 4
+                )

@@ -14,20 +14,21 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
 import torch
 from torch import Tensor, nn
 
-from .soft_topk import distance_from_khot, hard_topk_mask
+from .soft_topk import GATE_DTYPE, distance_from_khot, hard_topk_mask
 
 # (start, end, k): keep exactly k heads among logits[start:end]. One segment
 # covering all heads is the global budget; one per attention type gives
-# per-type budgets.
+# per-type budgets. A gate built with budget None (only gates whose
+# ``budget_optional`` is True) decides itself how many heads to keep.
 Budget = List[Tuple[int, int, int]]
 
-GATE_REGISTRY: Dict[str, Type["HeadGate"]] = {}
+GATE_REGISTRY: Dict[str, Type[HeadGate]] = {}
 
 
-def register_gate(name: str) -> Callable[[Type["HeadGate"]], Type["HeadGate"]]:
+def register_gate(name: str) -> Callable[[Type[HeadGate]], Type[HeadGate]]:
     """Class decorator: make a gate selectable with ``--gate-type NAME``."""
 
-    def wrap(cls: Type["HeadGate"]) -> Type["HeadGate"]:
+    def wrap(cls: Type[HeadGate]) -> Type[HeadGate]:
         if name in GATE_REGISTRY:
             raise ValueError(f"gate type {name!r} registered twice")
         GATE_REGISTRY[name] = cls
@@ -43,17 +44,25 @@ class HeadGate(nn.Module):
     gate_type = "base"
     #: whether the criterion should anneal a temperature for this gate
     uses_temperature = False
+    #: whether the gate can pick the kept heads without a budget (see free_test_mask)
+    budget_optional = False
 
-    def __init__(self, num_heads: int, budget: Budget):
+    def __init__(self, num_heads: int, budget: Optional[Budget]):
         super().__init__()
         if num_heads < 1:
             raise ValueError("a gate needs at least one head")
+        if budget is None and not self.budget_optional:
+            raise ValueError(
+                f"gate type {self.gate_type!r} needs a budget (--heads-to-keep or "
+                "--heads-to-keep-per-type)"
+            )
         self.num_heads = num_heads
-        self.budget = [tuple(seg) for seg in budget]
+        self.budget = None if budget is None else [tuple(seg) for seg in budget]
         self.logits = nn.Parameter(torch.empty(num_heads))
         self.reset_parameters()
         self.temperature = 1.0
         self.num_updates = 0
+        self.frozen = False
         self._train_mask: Optional[Tensor] = None
         self._test_cache: Optional[Tuple[int, Tensor]] = None
 
@@ -70,6 +79,14 @@ class HeadGate(nn.Module):
         """Regulariser the criterion adds to the loss (None: none)."""
         return None
 
+    def free_test_mask(self) -> Tensor:
+        """0/1 test mask chosen by the gate itself, used when it has no budget.
+
+        Only gates with ``budget_optional = True`` are built without a budget,
+        and they must override this.
+        """
+        raise NotImplementedError(f"gate type {self.gate_type!r} needs a budget")
+
     # -- shared machinery -------------------------------------------------
     def reset_parameters(self) -> None:
         # Xavier-uniform of a (1, H) matrix, as in the DSP reference code.
@@ -77,8 +94,17 @@ class HeadGate(nn.Module):
         nn.init.uniform_(self.logits, -bound, bound)
 
     @property
-    def heads_to_keep(self) -> int:
+    def heads_to_keep(self) -> Optional[int]:
+        """Budgeted number of kept heads; None when the gate decides (no budget)."""
+        if self.budget is None:
+            return None
         return sum(k for _, _, k in self.budget)
+
+    def describe_budget(self) -> str:
+        """How many heads the test mask keeps, in words (for logs)."""
+        if self.budget is None:
+            return "the heads the gate itself keeps"
+        return f"{self.heads_to_keep} heads"
 
     def set_temperature(self, temperature: float) -> None:
         self.temperature = float(temperature)
@@ -92,20 +118,36 @@ class HeadGate(nn.Module):
         return torch.cat([fn(scores[s:e], k) for s, e, k in self.budget])
 
     def test_mask(self) -> Tensor:
-        """Deterministic 0/1 mask with exactly the budgeted number of heads."""
+        """Deterministic 0/1 mask (float64): the top-k test scores of every budget
+        segment, or the gate's own choice (:meth:`free_test_mask`) without a budget.
+        """
         key = self.logits._version
         if self._test_cache is None or self._test_cache[0] != key:
-            scores = self.test_scores().detach()
-            self._test_cache = (key, self.per_segment(hard_topk_mask, scores))
+            with torch.no_grad():
+                if self.budget is None:
+                    mask = self.free_test_mask().to(GATE_DTYPE)
+                else:
+                    mask = self.per_segment(hard_topk_mask, self.test_scores())
+            self._test_cache = (key, mask.detach())
         return self._test_cache[1]
+
+    def freeze(self) -> None:
+        """Fix the mask to the test mask, in training too, and stop training the logits.
+
+        This is the fine-tuning phase of pipelined pruning (``--freeze-gates``):
+        the model trains with exactly the heads that ``dsp-strip`` will keep.
+        """
+        self.frozen = True
+        self.logits.requires_grad_(False)
+        self._train_mask = None
 
     def resample(self) -> None:
         """Draw the training mask that every gated attention of this forward uses."""
-        self._train_mask = self.sample_mask() if self.training else None
+        self._train_mask = self.sample_mask() if self.training and not self.frozen else None
 
     def current_mask(self) -> Tensor:
         """Mask for the forward pass under way (float64, shape (H,))."""
-        if not self.training:
+        if not self.training or self.frozen:
             return self.test_mask()
         if self._train_mask is None:
             self.resample()
@@ -116,14 +158,16 @@ class HeadGate(nn.Module):
         return self.test_mask() > 0.5
 
     def stats(self) -> Dict[str, float]:
-        """Numbers worth logging for the last training mask."""
-        mask = self._train_mask
+        """Numbers worth logging for the last training mask (the test mask if frozen)."""
+        mask = self.test_mask() if self.frozen else self._train_mask
         if mask is None:
             return {}
-        dist = sum(
-            distance_from_khot(mask[s:e], k) * k for s, e, k in self.budget if k > 0
-        ) / max(1, self.heads_to_keep)
-        return {"gate_khot_dist": dist, "gate_mask_sum": float(mask.detach().sum())}
+        stats = {"gate_mask_sum": float(mask.detach().sum())}
+        if self.budget is not None:
+            stats["gate_khot_dist"] = sum(
+                distance_from_khot(mask[s:e], k) * k for s, e, k in self.budget if k > 0
+            ) / max(1, self.heads_to_keep)
+        return stats
 
 
 def build_budget(

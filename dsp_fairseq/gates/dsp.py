@@ -6,7 +6,19 @@ import torch
 from torch import Tensor
 
 from .base import HeadGate, register_gate
-from .soft_topk import gumbel_soft_topk, hard_topk_mask
+from .soft_topk import GATE_DTYPE, gumbel_soft_topk, hard_topk_mask
+
+
+def segment_soft_topk(w: Tensor, k: int, temperature: float) -> Tensor:
+    """Gumbel soft top-k of one budget segment; all zeros when k = 0.
+
+    A per-type budget may keep no head of a type (``enc-self=0``); that
+    segment's mask is then 0 everywhere (and its logits get no gradient)
+    instead of an error from ``soft_topk``, which needs k >= 1.
+    """
+    if k == 0:
+        return torch.zeros(w.shape, dtype=GATE_DTYPE, device=w.device)
+    return gumbel_soft_topk(w, k, temperature)
 
 
 @register_gate("dsp")
@@ -16,9 +28,7 @@ class DSPGate(HeadGate):
     uses_temperature = True
 
     def sample_mask(self) -> Tensor:
-        return self.per_segment(
-            lambda w, k: gumbel_soft_topk(w, k, self.temperature), self.logits
-        )
+        return self.per_segment(lambda w, k: segment_soft_topk(w, k, self.temperature), self.logits)
 
 
 @register_gate("dsp-st")
@@ -29,7 +39,7 @@ class StraightThroughDSPGate(HeadGate):
 
     def sample_mask(self) -> Tensor:
         def one(w: Tensor, k: int) -> Tensor:
-            soft = gumbel_soft_topk(w, k, self.temperature)
+            soft = segment_soft_topk(w, k, self.temperature)
             hard = hard_topk_mask(soft, k)
             return hard + (soft - soft.detach())
 

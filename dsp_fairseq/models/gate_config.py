@@ -6,7 +6,7 @@ test mask from a checkpoint without building the model or loading data).
 
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..gates import GATE_REGISTRY, HeadGate, build_budget
 from ..optim.gate_optimizer import tag_gate_parameter
@@ -25,18 +25,24 @@ def build_gate(args, slots: List[AttentionSlot]) -> Tuple[HeadGate, List[Attenti
             f"--gate-type {args.gate_type!r} is unknown; choose one of "
             f"{', '.join(sorted(GATE_REGISTRY))}"
         )
+    gate_cls = GATE_REGISTRY[args.gate_type]
     gated = gated_slots(args, slots)
     sizes: Dict[str, int] = {}
     for slot in gated:
         sizes[slot.kind] = sizes.get(slot.kind, 0) + slot.num_heads
-    budget = build_budget(list(sizes.values()), **budget_request(args, sizes))
-    gate = GATE_REGISTRY[args.gate_type](sum(sizes.values()), budget)
+    request = budget_request(args, sizes, budget_optional=gate_cls.budget_optional)
+    budget = None if request is None else build_budget(list(sizes.values()), **request)
+    gate = gate_cls(sum(sizes.values()), budget)
     tag_gate_parameter(gate.logits, args.gate_lr)
     return gate, gated
 
 
-def budget_request(args, sizes: Dict[str, int]) -> dict:
-    """Validate K (or the per-type budgets) against the gated heads; say what is allowed."""
+def budget_request(args, sizes: Dict[str, int], budget_optional: bool = False) -> Optional[dict]:
+    """Validate K (or the per-type budgets) against the gated heads; say what is allowed.
+
+    Without either option the budget is all heads, except for gates that can
+    choose their heads themselves (``budget_optional``): then None, "the gate decides".
+    """
     total = sum(sizes.values())
     layout = ", ".join(f"{k}: {v}" for k, v in sizes.items())
     if args.heads_to_keep is not None and args.heads_to_keep_per_type:
@@ -52,6 +58,8 @@ def budget_request(args, sizes: Dict[str, int]) -> dict:
         if sum(per.values()) < 1:
             raise ValueError("--heads-to-keep-per-type keeps no head at all; keep at least 1")
         return {"per_segment": [per[k] for k in sizes]}
+    if args.heads_to_keep is None and budget_optional:
+        return None
     k = total if args.heads_to_keep is None else args.heads_to_keep
     if not 1 <= k <= total:
         raise ValueError(

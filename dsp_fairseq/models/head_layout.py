@@ -47,7 +47,9 @@ def parse_per_type(spec: str, allowed: Sequence[str]) -> Dict[str, int]:
 
 def format_head_counts(counts: Dict[str, Sequence[int]]) -> str:
     """``{"enc-self": [4, 2]}`` -> ``"enc-self=4,2"`` (``;`` between types)."""
-    return ";".join(f"{t}={','.join(str(n) for n in counts[t])}" for t in ATTENTION_TYPES if t in counts)
+    return ";".join(
+        f"{t}={','.join(str(n) for n in counts[t])}" for t in ATTENTION_TYPES if t in counts
+    )
 
 
 def parse_head_counts(spec: Optional[str]) -> Dict[str, List[int]]:

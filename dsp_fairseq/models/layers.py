@@ -5,10 +5,10 @@ Only the builder methods are overridden; everything else is fairseq's.
 
 from __future__ import annotations
 
+from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
 from fairseq.modules import transformer_layer
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
-from fairseq.distributed import fsdp_wrap
 
 from ..modules.gated_multihead_attention import GatedMultiheadAttention
 

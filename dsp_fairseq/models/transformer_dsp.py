@@ -30,6 +30,7 @@ DSP_DEFAULTS = {
     "heads_to_keep_per_type": None,
     "stripped_heads": None,
     "train_gates_only": False,
+    "freeze_gates": False,
 }
 
 
@@ -62,6 +63,9 @@ class TransformerDSPModel(TransformerModel):
                                  "no warmup/decay, no weight decay (default: 0.2)")
         parser.add_argument("--train-gates-only", action="store_true", default=None,
                             help="freeze every parameter except the gate logits (pipelined pruning)")
+        parser.add_argument("--freeze-gates", action="store_true", default=None,
+                            help="freeze the gate logits and train with the fixed test mask "
+                                 "(fine-tuning phase of pipelined pruning)")
         parser.add_argument("--stripped-heads", type=str, metavar="SPEC",
                             help="set by dsp-strip: heads left in each attention, "
                                  "e.g. enc-self=4,2,0;dec-self=1,4,3;cross=0,0,1")
@@ -109,7 +113,16 @@ class TransformerDSPModel(TransformerModel):
                     attn.keep_heads_(torch.arange(slot.num_heads))
             return
         if args.gate_type == "none":
+            if args.train_gates_only or args.freeze_gates:
+                raise ValueError(
+                    "--train-gates-only/--freeze-gates need a gate; --gate-type is none"
+                )
             return
+        if args.train_gates_only and args.freeze_gates:
+            raise ValueError(
+                "--train-gates-only and --freeze-gates together leave nothing to train; "
+                "train the gates first, then fine-tune with --freeze-gates"
+            )
         self.head_gate, gated = build_gate(args, attention_slots(args))
         start = 0
         for slot in gated:
@@ -118,12 +131,15 @@ class TransformerDSPModel(TransformerModel):
         if args.train_gates_only:
             for name, param in self.named_parameters():
                 param.requires_grad_(name.startswith("head_gate."))
+        if args.freeze_gates:
+            self.head_gate.freeze()
         logger.info(
-            "transformer_dsp: %s gate on %d heads of %s, keeping %d",
+            "transformer_dsp: %s gate on %d heads of %s, keeping %s%s",
             args.gate_type,
             self.head_gate.num_heads,
             args.gated_attentions,
-            self.head_gate.heads_to_keep,
+            self.head_gate.describe_budget(),
+            " (frozen: training with the test mask)" if args.freeze_gates else "",
         )
 
     # -- fairseq hooks ---------------------------------------------------------
@@ -139,7 +155,9 @@ class TransformerDSPModel(TransformerModel):
         if self.head_gate is not None and key not in state_dict:
             # A checkpoint without gates (stock fairseq transformer): start the
             # gates from their fresh initialisation; no other key changes.
-            logger.info("checkpoint has no gate logits: initialising %d gates", self.head_gate.num_heads)
+            logger.info(
+                "checkpoint has no gate logits: initialising %d gates", self.head_gate.num_heads
+            )
             state_dict[key] = self.head_gate.logits.detach().clone()
 
 

@@ -13,7 +13,8 @@ to the tagged parameters and then hides their gradient from the main optimizer.
 The Adam moments live in the main optimizer's per-parameter ``state``, so
 they are saved in and restored from fairseq checkpoints with the rest of the
 optimizer state; the gradient used is the one fairseq has already
-all-reduced across workers, unscaled and clipped.
+all-reduced across workers, unscaled and clipped (so every worker applies
+the same update and the logits stay identical on all ranks).
 """
 
 from __future__ import annotations
@@ -63,8 +64,19 @@ def adam_update_(param: torch.Tensor, grad: torch.Tensor, state: dict, lr: float
     param.copy_((param.float() - lr * update).to(param.dtype))
 
 
-def step_gate_parameters(optimizer: torch.optim.Optimizer, *_args, **_kwargs) -> None:
-    """Step pre-hook: update tagged gate logits, then hide them from ``optimizer``."""
+def step_gate_parameters(
+    optimizer: torch.optim.Optimizer, args: tuple = (), kwargs: Optional[dict] = None
+) -> None:
+    """Step pre-hook: update tagged gate logits, then hide them from ``optimizer``.
+
+    torch calls it as ``hook(optimizer, args, kwargs)`` with the arguments of
+    ``optimizer.step``. Optimizers that fairseq steps "with scale" (apex's fused
+    Adam under --fp16 / --memory-efficient-fp16 on GPU) receive gradients that
+    are still multiplied by the loss scale and not clipped, plus
+    ``scale=1/multiply_factor`` meaning "divide the gradients by this"; the
+    gate divides by it too, so it always steps on the true gradient.
+    """
+    scale = float((kwargs or {}).get("scale", 1.0))
     for group in optimizer.param_groups:
         for param in group["params"]:
             if param.grad is None:
@@ -72,7 +84,8 @@ def step_gate_parameters(optimizer: torch.optim.Optimizer, *_args, **_kwargs) ->
             lr = gate_lr_of(param)
             if lr is None:
                 continue
-            adam_update_(param, param.grad, optimizer.state[param], lr)
+            grad = param.grad if scale == 1.0 else param.grad.float() / scale
+            adam_update_(param, grad, optimizer.state[param], lr)
             param.grad = None
 
 

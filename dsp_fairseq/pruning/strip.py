@@ -1,13 +1,15 @@
 """Remove pruned heads from a ``transformer_dsp`` checkpoint.
 
 The kept heads are the gate's deterministic test mask (the one the model
-validates and decodes with in ``eval()``); the surgery itself is the pure
-function :func:`~dsp_fairseq.pruning.surgery.prune_attention_weights`.
+validates and decodes with in ``eval()``), or a given set (importance-based or
+random pruning, see :mod:`~dsp_fairseq.pruning.selection`), which also works
+on stock fairseq ``transformer`` checkpoints: their stripped output is a
+``transformer_dsp`` checkpoint. The surgery itself is the pure function
+:func:`~dsp_fairseq.pruning.surgery.prune_attention_weights`.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -17,10 +19,13 @@ from torch import Tensor
 from ..checkpoint_io import CheckpointError, model_args
 from ..models.gate_config import build_gate
 from ..models.head_layout import AttentionSlot, attention_slots, format_head_counts
+from ..models.stock import dsp_model_args
 from .surgery import prune_attention_weights
 
 GATE_PREFIX = "head_gate."
-PROJ_KEYS = [f"{p}.{t}" for p in ("q_proj", "k_proj", "v_proj", "out_proj") for t in ("weight", "bias")]
+PROJ_KEYS = [
+    f"{p}.{t}" for p in ("q_proj", "k_proj", "v_proj", "out_proj") for t in ("weight", "bias")
+]
 
 
 @dataclass
@@ -88,7 +93,7 @@ def kept_from_gate(state: dict) -> Dict[str, List[int]]:
     slots = attention_slots(args)
     gate, gated = build_gate(args, slots)
     gate_state = {
-        k[len(GATE_PREFIX):]: v for k, v in state["model"].items() if k.startswith(GATE_PREFIX)
+        k[len(GATE_PREFIX) :]: v for k, v in state["model"].items() if k.startswith(GATE_PREFIX)
     }
     gate.load_state_dict(gate_state)
     gate.eval()
@@ -121,26 +126,63 @@ def strip_state_dict(
     return new
 
 
+def prunable_slots(state: dict) -> List[AttentionSlot]:
+    """Attention slots of a checkpoint whose heads may be removed by a given set.
+
+    Accepts ``transformer_dsp`` checkpoints (gated or not) and stock fairseq
+    ``transformer`` checkpoints; refuses already stripped ones.
+    """
+    args = dsp_model_args(model_args(state))
+    if getattr(args, "stripped_heads", None):
+        raise CheckpointError(
+            f"this checkpoint is already stripped (heads per attention: {args.stripped_heads}); "
+            "prune the unstripped checkpoint it came from instead"
+        )
+    return attention_slots(args)
+
+
+def check_kept(slots: List[AttentionSlot], kept: Dict[str, List[int]]) -> None:
+    """CheckpointError unless ``kept`` names valid, distinct heads for every slot."""
+    for slot in slots:
+        heads = kept.get(slot.prefix)
+        if heads is None:
+            raise CheckpointError(f"no kept heads given for attention {slot.prefix}")
+        if len(set(heads)) != len(heads) or any(not 0 <= h < slot.num_heads for h in heads):
+            raise CheckpointError(
+                f"{slot.prefix}: kept heads {list(heads)} must be distinct indices in "
+                f"[0, {slot.num_heads})"
+            )
+    unknown = set(kept) - {s.prefix for s in slots}
+    if unknown:
+        raise CheckpointError(f"kept heads name unknown attentions: {sorted(unknown)}")
+
+
 def strip_checkpoint(state: dict, kept: Optional[Dict[str, List[int]]] = None):
     """Return ``(stripped_state, report)``; ``state`` itself is left untouched.
 
     ``kept`` (attention prefix -> head indices) overrides the gate's test mask,
-    which is how importance-based and random pruning reuse this path.
+    which is how importance-based and random pruning reuse this path; it may
+    then be a stock ``transformer`` checkpoint, and the output is configured as
+    a ``transformer_dsp`` architecture (no gate) so that it loads again.
     """
     if kept is None:
         check_strippable(state)
         kept = kept_from_gate(state)
-    args = model_args(state)
-    slots = attention_slots(args)
+        slots = attention_slots(model_args(state))
+    else:
+        slots = prunable_slots(state)
+        check_kept(slots, kept)
+        kept = {s.prefix: sorted(int(h) for h in kept[s.prefix]) for s in slots}
     new_model = strip_state_dict(state["model"], slots, kept)
 
-    new_args = copy.copy(args)
+    new_args = dsp_model_args(model_args(state))
     counts: Dict[str, List[int]] = {}
     for slot in slots:
         counts.setdefault(slot.kind, []).append(len(kept[slot.prefix]))
     new_args.stripped_heads = format_head_counts(counts)
     new_args.gate_type = "none"
     new_args.train_gates_only = False
+    new_args.freeze_gates = False
 
     new_state = {k: v for k, v in state.items() if k != "last_optimizer_state"}
     new_state["model"] = new_model
@@ -161,8 +203,17 @@ def strip_checkpoint(state: dict, kept: Optional[Dict[str, List[int]]] = None):
 def raise_if_unusable_output(input_path: str, output_path: str) -> None:
     import os
 
+    if not output_path or os.path.isdir(output_path):
+        raise CheckpointError(
+            f"--output {output_path!r} is {'a folder' if output_path else 'empty'}, not a file "
+            "path; name the file to write, "
+            f"e.g. {os.path.join(output_path or '.', 'pruned.pt')}"
+        )
+    # samefile also catches a symlink or hard link to the input.
     if os.path.abspath(input_path) == os.path.abspath(output_path) or (
-        os.path.exists(output_path) and os.path.samefile(input_path, output_path)
+        os.path.exists(input_path)
+        and os.path.exists(output_path)
+        and os.path.samefile(input_path, output_path)
     ):
         raise CheckpointError(
             f"--output {output_path} is the input checkpoint; choose another path "
@@ -170,4 +221,6 @@ def raise_if_unusable_output(input_path: str, output_path: str) -> None:
         )
     folder = os.path.dirname(os.path.abspath(output_path))
     if not os.path.isdir(folder):
-        raise CheckpointError(f"--output {output_path}: folder {folder} does not exist; create it first")
+        raise CheckpointError(
+            f"--output {output_path}: folder {folder} does not exist; create it first"
+        )

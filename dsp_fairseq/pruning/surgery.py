@@ -80,6 +80,5 @@ def prune_attention_projections(
         tensors[f"{name}.bias"] = None if lin.bias is None else lin.bias.detach()
     pruned = prune_attention_weights(tensors, keep, head_dim)
     return {
-        name: linear_from(pruned[f"{name}.weight"], pruned[f"{name}.bias"])
-        for name in projections
+        name: linear_from(pruned[f"{name}.weight"], pruned[f"{name}.bias"]) for name in projections
     }

@@ -32,6 +32,10 @@ for tool in python fairseq-preprocess; do
   command -v $tool >/dev/null || { echo "error: '$tool' not found; activate the virtual environment (make install)" >&2; exit 1; }
 done
 if [[ -z $SRC_DIR && -d $ROOT/../shared/data/multi30k ]]; then SRC_DIR=$ROOT/../shared/data/multi30k; fi
+# Fail before creating anything when the given source folder is not there.
+if [[ -n $SRC_DIR && ! -d $SRC_DIR ]]; then
+  echo "error: --src-dir $SRC_DIR: no such folder (expected the Multi30k raw files there; see --help)" >&2; exit 1
+fi
 
 mkdir -p "$OUT/raw" "$OUT/spm" "$OUT/bin"
 declare -A NAME=([train]=train [valid]=val [test]=test_2016_flickr)
@@ -56,6 +60,13 @@ wc -l "$OUT"/raw/*.de | sed 's/^/  /'
 
 echo "[2/4] joint sentencepiece model (vocab $VOCAB)"
 if [[ ! -s $OUT/spm/spm.model ]]; then
+  # Text encoded by an earlier model would be reused below with a new, different
+  # model: refuse rather than mix them (and delete nothing).
+  stale=$(ls "$OUT"/spm/{train,valid,test}.{de,en} 2>/dev/null || true)
+  if [[ -n $stale ]]; then
+    echo "error: $OUT/spm/spm.model is missing but $OUT/spm holds text encoded with an earlier model;" \
+      "remove $OUT/spm and $OUT/bin to prepare the data again" >&2; exit 1
+  fi
   python "$ROOT/scripts/sentencepiece_prep.py" train --model-prefix "$OUT/spm/spm" --vocab-size "$VOCAB" \
     "$OUT/raw/train.de" "$OUT/raw/train.en"
 fi

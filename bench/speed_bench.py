@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""Speed and memory of stripped models versus the unpruned model, on real Multi30k sentences.
+
+Every configuration runs in its own subprocess (so peak memory is its own), with a fixed
+thread count, several repetitions (median and min-max reported) on the same sentences:
+
+- variants: stock fairseq `transformer` holding the checkpoint's weights; the same weights in
+  `transformer_dsp` without gates (K = H); stripped models at K in {H/8, H/4, H/2} (heads chosen
+  by the checkpoint's gate logits: top-K); fairseq's own `_adaptive_prune_heads` (same number of
+  heads in every attention, chosen by weight magnitude) where K is a multiple of the number of
+  attentions;
+- workloads: free beam search (beam 5; time per decoded token and sentences/s) and a
+  length-controlled one where every hypothesis is forced to exactly --fixed-steps tokens
+  (min_len = max_len), at batch 1 and batch 64;
+- next to each ratio, the FLOP bound B (bench/flops.py) and the share of the allowed saving
+  captured, (1 - t_stripped / t_unpruned) / (1 - 1/B);
+- training words/s of transformer_dsp (K = H) versus stock `transformer` (bench/core_bench.py).
+
+    python bench/speed_bench.py --data work/multi30k/bin \
+        --checkpoint work/demo/checkpoints/checkpoint_last.pt --out bench/speed
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from datetime import date
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+
+def _plugin():
+    from fairseq import utils
+
+    utils.import_user_module(argparse.Namespace(user_dir=os.path.join(ROOT, "dsp_fairseq")))
+
+
+def heads_by_type(args) -> dict:
+    from dsp_fairseq.models.head_layout import attention_slots
+
+    out: dict = {}
+    for s in attention_slots(args):
+        out.setdefault(s.kind, []).append(s.num_heads)
+    return out
+
+
+def build_variant(state: dict, variant: str, k: int, task):
+    """The model for one variant, from a transformer_dsp checkpoint's weights."""
+    from dsp_fairseq.checkpoint_io import model_args
+    from dsp_fairseq.models.head_layout import attention_slots
+    from dsp_fairseq.pruning.strip import kept_from_gate, strip_checkpoint
+
+    args = copy.copy(model_args(state))
+    weights = {n: v for n, v in state["model"].items() if not n.startswith("head_gate.")}
+    if variant == "stripped":
+        gate_args = copy.copy(args)
+        gate_args.heads_to_keep, gate_args.heads_to_keep_per_type = k, None
+        kept = kept_from_gate(dict(state, cfg=dict(state["cfg"], model=gate_args)))
+        new_state, _ = strip_checkpoint(dict(state, model=weights), kept=kept)
+        args, weights = new_state["cfg"]["model"], new_state["model"]
+    elif variant in ("stock", "fairseq-prune"):
+        args.arch = "transformer"
+    elif variant == "dsp-full":
+        args.gate_type = "none"
+    model = task.build_model(args)
+    model.load_state_dict(weights, strict=True)
+    if variant == "fairseq-prune":
+        per_module = k // len(attention_slots(args))
+        for _, module in model.named_modules():
+            if type(module).__name__ == "MultiheadAttention":
+                module._adaptive_prune_heads(module._get_reserve_head_index(per_module))
+                module._set_skip_embed_dim_check()
+    heads = {}
+    for name, module in model.named_modules():
+        if hasattr(module, "num_heads") and hasattr(module, "q_proj"):
+            kind = (
+                "cross"
+                if "encoder_attn" in name
+                else ("enc-self" if name.startswith("encoder") else "dec-self")
+            )
+            heads.setdefault(kind, []).append(module.num_heads)
+    return model.eval(), heads
+
+
+def worker(cfg: dict) -> dict:
+    torch.set_num_threads(cfg["threads"])
+    _plugin()
+    from fairseq import tasks
+    from fairseq.sequence_generator import SequenceGenerator
+
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    state = load_checkpoint(cfg["checkpoint"])
+    targs = copy.copy(model_args(state))
+    targs.data = cfg["data"]
+    task = tasks.setup_task(targs)
+    task.load_dataset("test")
+    model, heads = build_variant(state, cfg["variant"], cfg["k"], task)
+    ds = task.dataset("test")
+    ids = list(range(min(cfg["sentences"], len(ds))))
+    batches = [
+        ds.collater([ds[i] for i in ids[j : j + cfg["batch"]]])
+        for j in range(0, len(ids), cfg["batch"])
+    ]
+    fixed = cfg["fixed_steps"]
+    gen = SequenceGenerator(
+        [model],
+        task.target_dictionary,
+        beam_size=cfg["beam"],
+        max_len_a=0 if fixed else 1.2,
+        max_len_b=fixed or 10,
+        min_len=fixed or 1,
+    )
+    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    times, tokens, hyps = [], 0, []
+    for rep in range(cfg["reps"] + 1):  # the first pass is a warm-up
+        tokens, hyps = 0, []
+        start = time.perf_counter()
+        with torch.inference_mode():
+            for batch in batches:
+                out = gen.generate([model], batch)
+                for sid, h in zip(batch["id"].tolist(), out):
+                    tokens += h[0]["tokens"].numel()
+                    hyps.append((sid, h[0]["tokens"].tolist()))
+        if rep:
+            times.append(time.perf_counter() - start)
+    src_len = sum(b["net_input"]["src_lengths"].sum().item() for b in batches) / len(ids)
+    return {
+        **cfg,
+        "heads": heads,
+        "seconds": times,
+        "median_s": statistics.median(times),
+        "tokens": tokens,
+        "sentences": len(ids),
+        "avg_src_len": src_len,
+        "avg_out_len": tokens / len(ids),
+        "ms_per_token": 1000 * statistics.median(times) / tokens,
+        "sentences_per_s": len(ids) / statistics.median(times),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_after_load_mb": rss_loaded / 1024,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "hypotheses_digest": hash(tuple(map(str, sorted(hyps)))) & 0xFFFFFFFF,
+    }
+
+
+def run_worker(cfg: dict) -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(cfg)], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {cfg} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--data")
+    parser.add_argument("--checkpoint", help="a trained transformer_dsp checkpoint (masked)")
+    parser.add_argument("--out", default=os.path.join(HERE, "speed"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=128)
+    parser.add_argument("--fixed-steps", type=int, default=20)
+    parser.add_argument("--batches", default="1,64")
+    parser.add_argument("--skip-training", action="store_true")
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))))
+        return 0
+    _plugin()
+    from bench.flops import Dims, captured_share, flop_bound  # noqa: F401
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    os.makedirs(args.out, exist_ok=True)
+    margs = model_args(load_checkpoint(args.checkpoint))
+    full = heads_by_type(margs)
+    h_total = sum(sum(v) for v in full.values())
+    n_attn = sum(len(v) for v in full.values())
+    ks = [h_total // 8, h_total // 4, h_total // 2]
+    dims = Dims(
+        margs.encoder_embed_dim,
+        margs.decoder_embed_dim,
+        margs.encoder_ffn_embed_dim,
+        margs.decoder_ffn_embed_dim,
+        margs.encoder_embed_dim // margs.encoder_attention_heads,
+        margs.decoder_embed_dim // margs.decoder_attention_heads,
+        len(open(os.path.join(args.data, "dict.en.txt")).readlines()) + 4,
+    )
+    variants = [("stock", h_total), ("dsp-full", h_total)] + [("stripped", k) for k in ks]
+    variants += [("fairseq-prune", k) for k in ks if k % n_attn == 0]
+    rows = []
+    for batch in [int(b) for b in args.batches.split(",")]:
+        for fixed in (0, args.fixed_steps):
+            for variant, k in variants:
+                cfg = {
+                    "checkpoint": args.checkpoint,
+                    "data": args.data,
+                    "variant": variant,
+                    "k": k,
+                    "batch": batch,
+                    "beam": 5,
+                    "fixed_steps": fixed,
+                    "reps": args.reps,
+                    "threads": args.threads,
+                    "sentences": args.sentences,
+                }
+                print(
+                    f"  {variant:<13} K={k:<3} batch={batch:<3} "
+                    f"{'fixed ' + str(fixed) + ' steps' if fixed else 'free decoding'}",
+                    flush=True,
+                )
+                rows.append(run_worker(cfg))
+    training = None
+    if not args.skip_training:
+        from core_bench import training_throughput
+
+        torch.set_num_threads(args.threads)
+        print("  training throughput", flush=True)
+        training = training_throughput(args.data, 12, args.reps)
+    result = {
+        "date": date.today().isoformat(),
+        "machine": machine(args.threads),
+        "command": " ".join(sys.argv),
+        "rows": rows,
+        "training": training,
+    }
+    with open(os.path.join(args.out, "speed_bench.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    table = render(result, dims, full)
+    with open(os.path.join(args.out, "speed_bench.md"), "w") as f:
+        f.write(table)
+    print(table)
+    return 0
+
+
+def machine(threads: int) -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}; {os.cpu_count()} cores; torch {torch.__version__}; {threads} threads"
+
+
+def render(result: dict, dims, full) -> str:
+    from bench.flops import captured_share, flop_bound
+
+    lines = [f"Machine: {result['machine']}. Date: {result['date']}.", ""]
+    rows = result["rows"]
+    base = {(r["batch"], r["fixed_steps"]): r for r in rows if r["variant"] == "dsp-full"}
+    stock = {(r["batch"], r["fixed_steps"]): r for r in rows if r["variant"] == "stock"}
+    lines.append(
+        "| batch | workload | model | K | out len | ms/token (median, min-max) | sent/s | "
+        "speed-up vs unpruned | FLOP bound B | share captured | peak RSS MB | params |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ref = base[(r["batch"], r["fixed_steps"])]
+        wl = f"fixed {r['fixed_steps']} steps" if r["fixed_steps"] else "free beam 5"
+        per_tok = [1000 * s / r["tokens"] for s in r["seconds"]]
+        speed = (
+            ref["median_s"] / r["median_s"]
+            if r["fixed_steps"]
+            else ref["ms_per_token"] / r["ms_per_token"]
+        )
+        steps = r["fixed_steps"] or round(r["avg_out_len"])
+        bound = flop_bound(dims, full, r["heads"], r["avg_src_len"], steps, r["beam"])
+        t_ratio = 1 / speed
+        share = captured_share(t_ratio, 1.0, bound) if bound > 1.0001 else float("nan")
+        name = {
+            "stock": "stock transformer",
+            "dsp-full": "transformer_dsp, no gate",
+            "stripped": "dsp-strip",
+            "fairseq-prune": "fairseq _adaptive_prune_heads",
+        }[r["variant"]]
+        lines.append(
+            f"| {r['batch']} | {wl} | {name} | {r['k']} | {r['avg_out_len']:.1f} | "
+            f"{statistics.median(per_tok):.3f} ({min(per_tok):.3f}-{max(per_tok):.3f}) | "
+            f"{r['sentences_per_s']:.1f} | {speed:.2f}x | {bound:.2f} | "
+            f"{'' if share != share else f'{100 * share:.0f}%'} | {r['peak_rss_mb']:.0f} | {r['parameters']:,} |"
+        )
+    lines.append("")
+    lines.append(
+        "Speed-up: ratio of time per decoded token (free decoding) or of total time "
+        "(fixed steps: identical work per hypothesis) against transformer_dsp without gate "
+        "(K = H) in the same batch/workload."
+    )
+    for key, r in stock.items():
+        ref = base[key]
+        lines.append(
+            f"- K = H vs stock transformer, batch {key[0]}, "
+            f"{'fixed steps' if key[1] else 'free'}: {r['median_s'] / ref['median_s']:.2f}x "
+            f"(>1: transformer_dsp faster)"
+        )
+    if result.get("training"):
+        t = result["training"]
+        lines.append(
+            f"- training words/s, transformer_dsp (K = H, DSP gate active) vs stock: "
+            f"{t['ratio_dsp_over_stock']:.2f}x"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""dsp-importance: score every attention head of a trained checkpoint (Michel et al. 2019).
+
+    dsp-importance --path checkpoints/checkpoint_best.pt --data data-bin \\
+        --subset valid --output scores.json
+    dsp-strip --input checkpoints/checkpoint_best.pt --output pruned.pt \\
+        --importance scores.json --heads-to-keep 24
+
+Works on stock fairseq ``transformer`` checkpoints (loaded as ``transformer_dsp``
+without gates) and on ``transformer_dsp`` ones (a gated model keeps its test
+mask). The score of a head is the absolute gradient of the loss with respect
+to a head mask at 1, accumulated per target token and divided by the number
+of tokens; --iterative masks the lowest 10% of heads at a time and
+re-estimates until --heads-to-keep remain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from itertools import islice
+
+from ..checkpoint_io import CheckpointError, load_checkpoint, model_args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dsp-importance",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--path", required=True, help="trained checkpoint (.pt)")
+    parser.add_argument("--data", required=True, help="fairseq binarized data folder")
+    parser.add_argument("--subset", default="valid", help="data split to score on (default: valid)")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch")
+    parser.add_argument("--max-batches", type=int, help="use only the first N batches")
+    parser.add_argument(
+        "--granularity",
+        choices=("token", "sentence", "batch"),
+        default="token",
+        help="unit over which |gradient| is taken: target token (default, METHOD.md), "
+        "sentence, or batch (the authors' code); token costs one backward pass per "
+        "target position",
+    )
+    parser.add_argument(
+        "--normalize-per-layer", action="store_true", help="L2-normalise each attention's scores"
+    )
+    parser.add_argument(
+        "--iterative",
+        action="store_true",
+        help="mask the least important heads step by step, re-estimating after each step",
+    )
+    parser.add_argument(
+        "--heads-to-keep", type=int, metavar="K", help="with --iterative: stop at K heads"
+    )
+    parser.add_argument(
+        "--step-fraction",
+        type=float,
+        default=0.1,
+        help="with --iterative: fraction of all heads masked per step (default: 0.1)",
+    )
+    parser.add_argument("--cpu", action="store_true", help="run on CPU even if CUDA is available")
+    parser.add_argument("--output", required=True, help="where to write the scores (JSON)")
+    return parser
+
+
+def task_config(state: dict, data: str):
+    """The checkpoint's task config with its data folder replaced by ``data``."""
+    from omegaconf import OmegaConf
+
+    cfg = state.get("cfg")
+    task = cfg.get("task") if isinstance(cfg, dict) else None
+    if task is None and state.get("args") is not None:
+        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+        task = convert_namespace_to_omegaconf(state["args"]).task
+    if task is None:
+        raise CheckpointError("checkpoint has no task configuration (cfg.task)")
+    if isinstance(task, argparse.Namespace):
+        task = vars(task)
+    task = OmegaConf.create(OmegaConf.to_container(task) if OmegaConf.is_config(task) else task)
+    task.data = data
+    return task
+
+
+def load_model_and_task(path: str, data: str):
+    """The checkpoint's model built as ``transformer_dsp`` (strict load), its task and
+    its own saved model config."""
+    from fairseq import tasks
+
+    from ..models.stock import dsp_model_args
+
+    state = load_checkpoint(path)
+    args = dsp_model_args(model_args(state))
+    if not os.path.isdir(data):
+        raise CheckpointError(f"--data {data}: no such folder")
+    try:
+        task = tasks.setup_task(task_config(state, data))
+    except Exception as err:  # fairseq raises bare Exceptions for unusable data folders
+        raise CheckpointError(f"--data {data}: cannot set up the checkpoint's task: {err}") from err
+    model = task.build_model(args)
+    try:
+        model.load_state_dict(state["model"], strict=True, model_cfg=args)
+    except RuntimeError as err:
+        raise CheckpointError(
+            f"{path}: the weights do not fit the model built from its config and the "
+            f"dictionaries in {data} (same data folder as in training?): {err}"
+        ) from err
+    return model, task, model_args(state)
+
+
+def batch_factory(task, model, subset: str, max_tokens: int, max_batches, device):
+    """A function returning a fresh iterator over the same batches each call."""
+    from fairseq import utils
+
+    try:
+        task.load_dataset(subset, combine=False, epoch=1)
+    except FileNotFoundError as err:
+        raise CheckpointError(f"--subset {subset}: {err}") from err
+    dataset = task.dataset(subset)
+    max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+
+    def batches():
+        itr = task.get_batch_iterator(
+            dataset=dataset,
+            max_tokens=max_tokens,
+            max_positions=max_positions,
+            ignore_invalid_inputs=True,
+            seed=1,
+            num_workers=0,
+            disable_iterator_cache=True,
+        ).next_epoch_itr(shuffle=False)
+        for sample in islice(itr, max_batches):
+            if sample and device.type == "cuda":
+                sample = utils.move_to_cuda(sample)
+            if sample:
+                yield sample
+
+    return batches, dataset
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.iterative and args.heads_to_keep is None:
+        parser.error("--iterative needs --heads-to-keep K (the number of heads to stop at)")
+    if args.heads_to_keep is not None and not args.iterative:
+        parser.error(
+            "--heads-to-keep is only used with --iterative; "
+            "give K to dsp-strip --importance instead"
+        )
+    if args.max_batches is not None and args.max_batches < 1:
+        parser.error("--max-batches must be >= 1")
+
+    import torch
+
+    import dsp_fairseq  # noqa: F401  (registers the model with fairseq)
+
+    from ..importance import head_importance, iterative_head_importance
+    from ..importance.scores_file import importance_document, write_json_atomic
+
+    def say(msg: str) -> None:
+        print(f"dsp-importance: {msg}", flush=True)
+
+    try:
+        folder = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(folder):
+            raise CheckpointError(f"--output {args.output}: folder {folder} does not exist")
+        if os.path.exists(args.output) and os.path.samefile(args.output, args.path):
+            raise CheckpointError("--output is the checkpoint itself; choose another path")
+        model, task, saved_cfg = load_model_and_task(args.path, args.data)
+        device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
+        model.to(device)
+        batches, dataset = batch_factory(
+            task, model, args.subset, args.max_tokens, args.max_batches, device
+        )
+        say(f"{saved_cfg.arch}, {args.subset}: {len(dataset)} sentences, device {device}")
+        start = time.time()
+
+        def progress(batch: int, tokens: int) -> None:
+            say(f"  batch {batch}: {tokens} target tokens so far ({time.time() - start:.1f}s)")
+
+        def on_step(step: int, left: int, masked) -> None:
+            say(f"step {step}: masked {len(masked)} heads, {left} left; re-estimating")
+
+        if args.iterative:
+            result = iterative_head_importance(
+                model,
+                batches,
+                args.heads_to_keep,
+                step_fraction=args.step_fraction,
+                granularity=args.granularity,
+                normalize=args.normalize_per_layer,
+                progress=progress,
+                on_step=on_step,
+            )
+        else:
+            result = head_importance(
+                model,
+                batches(),
+                granularity=args.granularity,
+                normalize=args.normalize_per_layer,
+                progress=progress,
+            )
+        metadata = {
+            "checkpoint": os.path.abspath(args.path),
+            "arch": getattr(saved_cfg, "arch", None),
+            "data": os.path.abspath(args.data),
+            "subset": args.subset,
+            "max_tokens": args.max_tokens,
+            "max_batches": args.max_batches,
+            "granularity": args.granularity,
+            "loss": "token nll (no label smoothing), eval mode",
+            "normalize_per_layer": args.normalize_per_layer,
+            "iterative": args.iterative,
+            "heads_to_keep": args.heads_to_keep,
+            "step_fraction": args.step_fraction if args.iterative else None,
+        }
+        write_json_atomic(importance_document(result, metadata), args.output)
+    except (CheckpointError, ValueError) as err:
+        print(f"dsp-importance: error: {err}", file=sys.stderr)
+        return 2
+    for slot, scores in zip(result.slots, result.per_slot().values()):
+        text = " ".join(f"{s:.4g}" for s in scores) or "(no heads)"
+        say(f"{slot.kind:<8} layer {slot.layer}: {text}")
+    say(
+        f"wrote {args.output} ({sum(s.num_heads for s in result.slots)} heads, "
+        f"{result.num_tokens} tokens, {time.time() - start:.1f}s)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

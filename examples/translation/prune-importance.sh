@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Prune a trained baseline without training gates: keep the K heads of highest importance
+# (Michel et al. 2019: |gradient of the loss w.r.t. a head mask|, summed over the data), or
+# K random heads, and strip the rest.
+#
+#   prune-importance.sh --data DIR --base BASE.pt --heads-to-keep K --output PRUNED.pt
+#                       [--scores SCORES.json] [--importance-args "ARGS"] [--random [--seed S]]
+#
+# --scores  where the head-importance scores are (or will be) written; default
+#           importance.json beside --output. They are computed once (dsp-importance on the
+#           validation data) and reused for every K.
+# --importance-args  more dsp-importance arguments (e.g. --max-batches 50 --granularity batch)
+# --random  keep K heads drawn at random (seeded) instead.
+# Output: PRUNED.pt and PRUNED.strip.txt (dsp-strip's table). Existing outputs are kept.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
+
+DATA="" BASE="" K="" OUTPUT="" SCORES="" RANDOM_HEADS=0 SEED=1 IMP_ARGS=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --data) DATA=$2; shift 2 ;;
+    --base) BASE=$2; shift 2 ;;
+    --heads-to-keep) K=$2; shift 2 ;;
+    --output) OUTPUT=$2; shift 2 ;;
+    --scores) SCORES=$2; shift 2 ;;
+    --importance-args) IMP_ARGS=$2; shift 2 ;;
+    --random) RANDOM_HEADS=1; shift ;;
+    --seed) SEED=$2; shift 2 ;;
+    -h|--help) usage ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+need_value --data "$DATA"
+need_value --base "$BASE"
+need_value --heads-to-keep "$K"
+need_value --output "$OUTPUT"
+need_tool dsp-strip
+need_data "$DATA"
+need_file "$BASE" "--base: the trained baseline checkpoint"
+need_dir "$(dirname "$OUTPUT")" "--output's folder; create it first"
+REPORT=${OUTPUT%.pt}.strip.txt
+
+if [[ -s $OUTPUT && -s $REPORT ]]; then
+  say "$OUTPUT exists; kept"
+  exit 0
+fi
+if [[ $RANDOM_HEADS == 1 ]]; then
+  say "keep $K random heads (seed $SEED) of $BASE -> $OUTPUT"
+  select=(--random --heads-to-keep "$K" --seed "$SEED")
+else
+  need_tool dsp-importance
+  SCORES=${SCORES:-$(dirname "$OUTPUT")/importance.json}
+  if [[ ! -s $SCORES ]]; then
+    say "head importance of $BASE on the validation data -> $SCORES"
+    split_words IMP "$IMP_ARGS"
+    dsp-importance --path "$BASE" --data "$DATA/bin" --output "$SCORES" "${IMP[@]}" \
+      || die "dsp-importance failed (see the message above)"
+  fi
+  say "keep the $K most important heads of $BASE -> $OUTPUT"
+  select=(--importance "$SCORES" --heads-to-keep "$K")
+fi
+dsp-strip --input "$BASE" --output "$OUTPUT" "${select[@]}" > "$REPORT.tmp" \
+  || die "dsp-strip failed (see the message above)"
+mv "$REPORT.tmp" "$REPORT"
+grep -E '^(heads kept|parameters):' "$REPORT" | sed 's/^/  /' || true
+echo "done: $OUTPUT"

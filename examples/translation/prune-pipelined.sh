@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Pipelined pruning: train only head gates on a trained baseline for one epoch (the model
+# itself stays frozen), then strip the heads the gates drop.
+#
+#   prune-pipelined.sh --data DIR --base BASE.pt --heads-to-keep K --save-dir DIR
+#                      [--gate-type dsp|dsp-st|ste|hard-concrete] [--preset iwslt|cpu-small]
+#                      [--l0-penalty X] [--anneal-updates N] [--snapshot-interval N]
+#                      [--args-file F] [--seed S] [--train-args "ARGS"] [-- FAIRSEQ-TRAIN-ARGS...]
+#
+# --base            the trained baseline (a stock fairseq transformer or an unpruned
+#                   transformer_dsp); the gated model takes its shape from it
+# --gate-type       dsp (default), dsp-st, ste or hard-concrete
+# --anneal-updates  temperature annealing length (default: the updates of one epoch)
+# --l0-penalty      weight of the gate penalty (hard-concrete), per target token
+# --snapshot-interval N  also keep a checkpoint every N updates (for dsp-plot-gates)
+# --args-file F     model-shape and --anneal-updates arguments computed before by
+#                   python -m dsp_fairseq.recipes.pipelined_args (a sweep reuses them)
+# --preset          optimisation settings (the learning rate only matters to the gates'
+#                   Adam state: gate logits train at --gate-lr, 0.2); default $PRESET or iwslt
+# Output: SAVE_DIR/checkpoint_last.pt (gated), SAVE_DIR/pruned.pt (stripped),
+# SAVE_DIR/strip.txt, SAVE_DIR/train.log. Finished steps are skipped on a rerun.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
+
+DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
+ARGS_FILE="" SEED=1 TRAIN_ARGS=""
+EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --data) DATA=$2; shift 2 ;;
+    --base) BASE=$2; shift 2 ;;
+    --heads-to-keep) K=$2; shift 2 ;;
+    --save-dir) SAVE=$2; shift 2 ;;
+    --gate-type) GATE=$2; shift 2 ;;
+    --preset) PRESET=$2; shift 2 ;;
+    --l0-penalty) L0=$2; shift 2 ;;
+    --anneal-updates) ANNEAL=$2; shift 2 ;;
+    --snapshot-interval) SNAP=$2; shift 2 ;;
+    --args-file) ARGS_FILE=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    --train-args) TRAIN_ARGS=$2; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) usage ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+need_value --data "$DATA"
+need_value --base "$BASE"
+need_value --heads-to-keep "$K"
+need_value --save-dir "$SAVE"
+need_tool python fairseq-train dsp-strip
+need_data "$DATA"
+need_file "$BASE" "--base: the trained baseline checkpoint"
+[[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
+preset_args "$PRESET" optim
+split_words USER_ARGS "$TRAIN_ARGS"
+ALL_USER=("${USER_ARGS[@]}" "${EXTRA[@]}")
+mkdir -p "$SAVE"
+
+if [[ ! -f $SAVE/.done ]]; then
+  if [[ -z $ARGS_FILE ]]; then
+    max_tokens=$(last_value --max-tokens "${PRESET_ARGS[@]}" "${ALL_USER[@]}")
+    update_freq=$(last_value --update-freq "${PRESET_ARGS[@]}" "${ALL_USER[@]}")
+    ARGS_FILE=$SAVE/pipelined.args
+    python -m dsp_fairseq.recipes.pipelined_args --base "$BASE" --data "$DATA/bin" \
+      --max-tokens "$max_tokens" --update-freq "${update_freq:-1}" --gate-type "$GATE" \
+      > "$ARGS_FILE.tmp" || die "cannot set up pipelined pruning of $BASE (see above)"
+    mv "$ARGS_FILE.tmp" "$ARGS_FILE"
+  fi
+  mapfile -t SHAPE < "$ARGS_FILE"
+  [[ -n $ANNEAL ]] && SHAPE+=(--anneal-updates "$ANNEAL")
+  snap=()
+  [[ $SNAP -gt 0 ]] && snap=(--save-interval-updates "$SNAP" --keep-interval-updates -1)
+  say "pipelined pruning: $GATE gates, K=$K, one epoch on frozen $BASE -> $SAVE"
+  [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
+  run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
+    "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \
+    --gate-type "$GATE" --heads-to-keep "$K" \
+    --criterion dsp_label_smoothed_cross_entropy --init-temperature 0.1 \
+    --final-temperature 1e-8 --l0-penalty "$L0" --max-epoch 1 --max-update 0 \
+    --save-dir "$SAVE" --no-epoch-checkpoints "${snap[@]}" --seed "$SEED" --log-format json \
+    "${ALL_USER[@]}"
+  touch "$SAVE/.done"
+fi
+
+if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt ]]; then
+  say "strip the pruned heads -> $SAVE/pruned.pt"
+  dsp-strip --input "$SAVE/checkpoint_last.pt" --output "$SAVE/pruned.pt" > "$SAVE/strip.txt.tmp" \
+    || die "dsp-strip failed (see the message above)"
+  mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
+fi
+grep -E '^(heads kept|parameters):' "$SAVE/strip.txt" | sed 's/^/  /'
+echo "done: $SAVE/pruned.pt"

@@ -1,0 +1,98 @@
+# shellcheck shell=bash
+# Shared by the recipes in this folder (sourced, never run): error handling,
+# checks of tools/files/folders, and the training presets.
+#
+# Presets (--preset NAME or PRESET=NAME):
+#   iwslt      the paper's IWSLT14 De-En settings: transformer_iwslt_de_en (6+6 layers,
+#              512/1024, 4 heads = 72 gated heads), shared decoder input/output
+#              embeddings, Adam (0.9, 0.98), lr 5e-4, inverse_sqrt with 4000 warm-up
+#              updates, dropout 0.3, weight decay 1e-4, label smoothing 0.1, 4096 tokens
+#              per batch; beam 5 at test time.
+#   cpu-small  Multi30k on a CPU: 3+3 layers, 256/1024, 4 heads (36 heads; the shape of
+#              transformer_dsp_small), all embeddings shared, lr 1e-3, 400 warm-up
+#              updates, dropout 0.2, 4096 tokens, --cpu.
+
+RECIPES=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$RECIPES/../.." && pwd)
+PLUGIN=$ROOT/dsp_fairseq
+PRESETS="iwslt cpu-small"
+
+die() { echo "$(basename "$0"): error: $*" >&2; exit 1; }
+say() { echo "== [$(date +%H:%M:%S)] $*"; }
+
+need_tool() {
+  local t
+  for t in "$@"; do
+    command -v "$t" >/dev/null 2>&1 || die "'$t' not found on PATH; activate the project's virtual environment (make install; . .venv/bin/activate)"
+  done
+}
+need_file() { [[ -f $1 ]] || die "$1: no such file${2:+ ($2)}"; }
+need_dir() { [[ -d $1 ]] || die "$1: no such folder${2:+ ($2)}"; }
+need_value() { [[ -n $2 ]] || die "$1 is required (see --help)"; }
+
+# A prepared corpus folder (output of prepare-*.sh): bin/, spm/spm.model, raw/.
+need_data() {
+  local data=$1 hint="run examples/translation/prepare-multi30k.sh or prepare-iwslt14.sh first"
+  need_dir "$data" "$hint"
+  need_file "$data/bin/dict.en.txt" "not a prepared corpus folder; $hint"
+  need_file "$data/spm/spm.model" "$hint"
+}
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; }
+
+# Words of a string as an array (for --train-args / --gen-args).
+split_words() { local -n _out=$1; read -r -a _out <<< "${2:-}"; }
+
+# The last value of OPTION in an argument list (later options win in fairseq too).
+last_value() {
+  local opt=$1 value="" prev=""
+  shift
+  for a in "$@"; do [[ $prev == "$opt" ]] && value=$a; prev=$a; done
+  echo "$value"
+}
+
+# preset_args PRESET KIND -> fills the array PRESET_ARGS.
+# KIND: base (stock fairseq transformer), dsp (transformer_dsp, joint training),
+# optim (optimisation settings only: pipelined pruning takes the shape of its base).
+preset_args() {
+  local preset=$1 kind=$2
+  local -a optim arch
+  case $preset in
+    iwslt)
+      optim=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr 5e-4
+             --lr-scheduler inverse_sqrt --warmup-updates 4000 --dropout 0.3 --weight-decay 0.0001
+             --max-tokens 4096 --label-smoothing 0.1 --log-interval 100)
+      case $kind in
+        base) arch=(--arch transformer_iwslt_de_en --share-decoder-input-output-embed) ;;
+        dsp) arch=(--arch transformer_dsp_iwslt_de_en --share-decoder-input-output-embed) ;;
+      esac ;;
+    cpu-small)
+      optim=(--optimizer adam --adam-betas "(0.9, 0.98)" --clip-norm 0.0 --lr 1e-3
+             --lr-scheduler inverse_sqrt --warmup-updates 400 --dropout 0.2 --weight-decay 0.0001
+             --max-tokens 4096 --label-smoothing 0.1 --log-interval 50 --cpu)
+      case $kind in
+        base) arch=(--arch transformer --encoder-layers 3 --decoder-layers 3
+                    --encoder-embed-dim 256 --decoder-embed-dim 256
+                    --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024
+                    --encoder-attention-heads 4 --decoder-attention-heads 4 --share-all-embeddings) ;;
+        dsp) arch=(--arch transformer_dsp_small --share-all-embeddings) ;;
+      esac ;;
+    *) die "unknown preset '$preset'; choose one of: $PRESETS" ;;
+  esac
+  PRESET_ARGS=("${arch[@]}" "${optim[@]}")
+}
+
+# Default number of training updates per preset (baseline and joint DSP).
+preset_max_update() { case $1 in iwslt) echo 50000 ;; cpu-small) echo 4000 ;; esac; }
+
+# run_train LOG ARGS...: fairseq-train with the whole log in LOG (JSON lines),
+# progress (validation lines) on the console; the log's tail on failure.
+run_train() {
+  local log=$1
+  shift
+  if ! fairseq-train "$@" > "$log" 2>&1; then
+    tail -n 25 "$log" >&2
+    die "fairseq-train failed; full log: $log"
+  fi
+  grep -E '\| valid \|' "$log" | tail -n 1 | sed 's/^/  last validation: /' || true
+}
