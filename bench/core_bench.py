@@ -3,7 +3,7 @@
 
 1. Training words/s (target tokens/s, fairseq's "wps") of transformer_dsp at K = H
    (DSP gates active) versus stock fairseq `transformer` of the same size, on the
-   same real batches, alternating the two models batch by batch.
+   same real batches, the two models taking turns pass by pass (median of the passes).
 2. Decoding of the Multi30k 2016 test set with the masked demo checkpoint versus its
    stripped version: beam 5, batch 64, sentences/s and ms per generated token.
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -27,7 +26,10 @@ import torch
 from fairseq import checkpoint_utils, options, tasks, utils
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 utils.import_user_module(argparse.Namespace(user_dir=os.path.join(ROOT, "dsp_fairseq")))
+
+from bench.common import machine, quiet_fairseq  # noqa: E402
 
 
 def build(arch: str, data: str, extra: list[str]):
@@ -163,6 +165,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    quiet_fairseq()
 
     print("training throughput ...", flush=True)
     train = training_throughput(args.data, args.train_batches, args.repeats)
@@ -172,8 +175,7 @@ def main() -> int:
     identical = masked.pop("hypotheses") == stripped.pop("hypotheses")
     result = {
         "date": date.today().isoformat(),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"torch {torch.__version__}, {args.threads} threads",
+        "machine": machine(args.threads),
         "training": train,
         "decode_masked": masked,
         "decode_stripped": stripped,

@@ -26,7 +26,6 @@ import argparse
 import copy
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -39,6 +38,9 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+from bench.common import machine, quiet_fairseq  # noqa: E402
 
 
 def _plugin():
@@ -71,7 +73,8 @@ def build_variant(state: dict, variant: str, k: int, task):
         new_state, _ = strip_checkpoint(dict(state, model=weights), kept=kept)
         args, weights = new_state["cfg"]["model"], new_state["model"]
     elif variant in ("stock", "fairseq-prune"):
-        args.arch = "transformer"
+        # fairseq picks the model class by `_name` before `arch`
+        args.arch = args._name = "transformer"
     elif variant == "dsp-full":
         args.gate_type = "none"
     model = task.build_model(args)
@@ -183,7 +186,8 @@ def main() -> int:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
     _plugin()
-    from bench.flops import Dims, captured_share, flop_bound  # noqa: F401
+    quiet_fairseq()
+    from bench.flops import Dims
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
 
     os.makedirs(args.out, exist_ok=True)
@@ -246,16 +250,6 @@ def main() -> int:
         f.write(table)
     print(table)
     return 0
-
-
-def machine(threads: int) -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}; {os.cpu_count()} cores; torch {torch.__version__}; {threads} threads"
 
 
 def render(result: dict, dims, full) -> str:

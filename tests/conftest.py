@@ -1,4 +1,5 @@
 import argparse
+import gzip
 import os
 from pathlib import Path
 
@@ -20,6 +21,18 @@ def multi30k_dir() -> Path:
             "train.{de,en}.gz, val.{de,en}.gz and test_2016_flickr.{de,en}.gz"
         )
     return path
+
+
+def write_multi30k_slice(dest: Path, train: int, valid: int, test: int) -> Path:
+    """Copy the first lines of each Multi30k split into ``dest`` (same gzip layout)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, n in (("train", train), ("val", valid), ("test_2016_flickr", test)):
+        for lang in ("de", "en"):
+            with gzip.open(multi30k_dir() / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
+                lines = [next(f) for _ in range(n)]
+            with gzip.open(dest / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.writelines(lines)
+    return dest
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import torch
-from conftest import ROOT, multi30k_dir
+from conftest import ROOT, write_multi30k_slice
 from fairseq.data import Dictionary
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
@@ -69,15 +68,7 @@ def tiny_corpus(tmp_path_factory) -> Path:
     """Binarised Multi30k slice (400/40/40 lines) through prepare-multi30k.sh; returns bin/."""
     out = _cached(tmp_path_factory, "robustness-corpus")
     if not (out / "m30k" / "bin" / "test.de-en.en.bin").is_file():
-        raw = out / "raw"
-        raw.mkdir(parents=True, exist_ok=True)
-        sizes = {"train": 400, "val": 40, "test_2016_flickr": 40}
-        for name, n in sizes.items():
-            for lang in ("de", "en"):
-                with gzip.open(multi30k_dir() / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                    lines = [next(f) for _ in range(n)]
-                with gzip.open(raw / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                    f.writelines(lines)
+        raw = write_multi30k_slice(out / "raw", 400, 40, 40)
         run("bash", ROOT / "examples/translation/prepare-multi30k.sh", "--src-dir", raw,
             "--out", out / "m30k", "--vocab-size", "300")  # fmt: skip
     return out / "m30k" / "bin"

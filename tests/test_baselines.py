@@ -13,7 +13,6 @@ the installed entry points.
 """
 
 import contextlib
-import gzip
 import io
 import json
 import math
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, multi30k_dir
+from conftest import ROOT, write_multi30k_slice
 
 from dsp_fairseq.checkpoint_io import load_checkpoint
 from dsp_fairseq.cli import importance as importance_cli
@@ -153,15 +152,7 @@ def train_inner(log):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    src = multi30k_dir()
-    raw = tmp_path_factory.mktemp("raw")
-    sizes = {"train": 600, "val": 20, "test_2016_flickr": 20}
-    for name, n in sizes.items():
-        for lang in ("de", "en"):
-            with gzip.open(src / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                lines = [next(f) for _ in range(n)]
-            with gzip.open(raw / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.writelines(lines)
+    raw = write_multi30k_slice(tmp_path_factory.mktemp("raw"), 600, 20, 20)
     out = tmp_path_factory.mktemp("data") / "m30k"
     run("bash", ROOT / "examples/translation/prepare-multi30k.sh", "--src-dir", raw,
         "--out", out, "--vocab-size", "400")  # fmt: skip

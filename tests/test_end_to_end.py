@@ -1,6 +1,5 @@
 """Real fairseq-train -> dsp-strip -> fairseq-generate on a tiny Multi30k slice."""
 
-import gzip
 import hashlib
 import os
 import pickle
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, multi30k_dir
+from conftest import ROOT, write_multi30k_slice
 
 from dsp_fairseq.checkpoint_io import CheckpointError, load_checkpoint
 
@@ -100,15 +99,7 @@ def generate(data, ckpt, *extra):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    src = multi30k_dir()
-    raw = tmp_path_factory.mktemp("raw")
-    sizes = {"train": 800, "val": 40, "test_2016_flickr": 40}
-    for name, n in sizes.items():
-        for lang in ("de", "en"):
-            with gzip.open(src / f"{name}.{lang}.gz", "rt", encoding="utf-8") as f:
-                lines = [next(f) for _ in range(n)]
-            with gzip.open(raw / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.writelines(lines)
+    raw = write_multi30k_slice(tmp_path_factory.mktemp("raw"), 800, 40, 40)
     out = tmp_path_factory.mktemp("data") / "m30k"
     run(
         "bash",

@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, multi30k_dir
+from conftest import ROOT, multi30k_dir, write_multi30k_slice
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import bleu_eval  # noqa: E402
@@ -376,12 +376,7 @@ N_TEST = 30
 @pytest.fixture(scope="module")
 def multi30k_slice(tmp_path_factory):
     """Multi30k's layout (gzip files), cut to 400/30/30 pairs, read from the shared copy."""
-    src = tmp_path_factory.mktemp("m30k_raw")
-    for name, n in (("train", 400), ("val", 30), ("test_2016_flickr", N_TEST)):
-        for lang, lines in multi30k_lines(name, n).items():
-            with gzip.open(src / f"{name}.{lang}.gz", "wt", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-    return src
+    return write_multi30k_slice(tmp_path_factory.mktemp("m30k_raw"), 400, 30, N_TEST)
 
 
 def reproduce(src, work):

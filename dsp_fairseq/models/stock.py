@@ -21,6 +21,11 @@ from ..checkpoint_io import CheckpointError
 DSP_ARCH_FOR_STOCK = {"transformer_iwslt_de_en": "transformer_dsp_iwslt_de_en"}
 
 
+def arch_of(args) -> str | None:
+    """The architecture fairseq builds for ``args``: ``_name`` wins over ``arch``."""
+    return getattr(args, "_name", None) or getattr(args, "arch", None)
+
+
 def model_class_of(arch):
     from fairseq.models import ARCH_MODEL_REGISTRY
 
@@ -46,7 +51,7 @@ def dsp_model_args(args: argparse.Namespace) -> argparse.Namespace:
     configs get a ``transformer_dsp`` architecture and no gate
     (``gate_type="none"``). Anything else raises :class:`CheckpointError`.
     """
-    arch = getattr(args, "arch", None)
+    arch = arch_of(args)
     new = copy.copy(args)
     if is_dsp_arch(arch):
         return new

@@ -19,7 +19,7 @@ from torch import Tensor
 from ..checkpoint_io import CheckpointError, model_args
 from ..models.gate_config import build_gate
 from ..models.head_layout import AttentionSlot, attention_slots, format_head_counts
-from ..models.stock import dsp_model_args
+from ..models.stock import arch_of, dsp_model_args, is_dsp_arch
 from .surgery import prune_attention_weights
 
 GATE_PREFIX = "head_gate."
@@ -68,12 +68,9 @@ def count_parameters(state_dict: Dict[str, Tensor]) -> int:
 def check_strippable(state: dict) -> None:
     """Raise CheckpointError unless ``state`` is a gated, not yet stripped, DSP checkpoint."""
     args = model_args(state)
-    from fairseq.models import ARCH_MODEL_REGISTRY
-
-    model_cls = ARCH_MODEL_REGISTRY.get(getattr(args, "arch", None))
-    if model_cls is None or getattr(model_cls, "__name__", "") != "TransformerDSPModel":
+    if not is_dsp_arch(arch_of(args)):
         raise CheckpointError(
-            f"this checkpoint's architecture is {getattr(args, 'arch', None)!r}, not a "
+            f"this checkpoint's architecture is {arch_of(args)!r}, not a "
             "transformer_dsp architecture, so it has no trained gates to strip. Prune it "
             "with dsp-strip --importance/--random, or train gates on it first (pipelined "
             "pruning, see README)"
