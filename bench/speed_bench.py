@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Speed and memory of stripped models versus the unpruned model, on real Multi30k sentences.
 
-Every configuration runs in its own subprocess (so peak memory is its own), with a fixed
-thread count, several repetitions (median and min-max reported) on the same sentences:
+All models are timed in one process on the same sentences, round-robin: every round decodes
+with each model once (round 0 is a warm-up), so slow drifts of the machine hit all models
+alike; median and min-max over the rounds are reported, with a fixed thread count. Peak
+memory comes from a fresh subprocess per model and batch size (one batch decoded).
 
 - variants: stock fairseq `transformer` holding the checkpoint's weights; the same weights in
   `transformer_dsp` without gates (K = H); stripped models at K in {H/8, H/4, H/2} (heads chosen
@@ -97,65 +99,60 @@ def build_variant(state: dict, variant: str, k: int, task):
     return model.eval(), heads
 
 
-def worker(cfg: dict) -> dict:
-    torch.set_num_threads(cfg["threads"])
-    _plugin()
+def load_test_setup(checkpoint: str, data: str):
+    """The checkpoint state, its translation task and the test set."""
     from fairseq import tasks
-    from fairseq.sequence_generator import SequenceGenerator
 
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
 
-    state = load_checkpoint(cfg["checkpoint"])
+    state = load_checkpoint(checkpoint)
     targs = copy.copy(model_args(state))
-    targs.data = cfg["data"]
+    targs.data = data
     task = tasks.setup_task(targs)
     task.load_dataset("test")
-    model, heads = build_variant(state, cfg["variant"], cfg["k"], task)
-    ds = task.dataset("test")
-    ids = list(range(min(cfg["sentences"], len(ds))))
-    batches = [
-        ds.collater([ds[i] for i in ids[j : j + cfg["batch"]]])
-        for j in range(0, len(ids), cfg["batch"])
-    ]
-    fixed = cfg["fixed_steps"]
-    gen = SequenceGenerator(
+    return state, task, task.dataset("test")
+
+
+def make_batches(ds, sentences: int, batch: int) -> list:
+    ids = list(range(min(sentences, len(ds))))
+    return [ds.collater([ds[i] for i in ids[j : j + batch]]) for j in range(0, len(ids), batch)]
+
+
+def make_generator(model, task, beam: int, fixed: int):
+    """Beam search; with ``fixed`` > 0 every hypothesis has exactly ``fixed`` tokens."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    return SequenceGenerator(
         [model],
         task.target_dictionary,
-        beam_size=cfg["beam"],
+        beam_size=beam,
         max_len_a=0 if fixed else 1.2,
         max_len_b=fixed or 10,
         min_len=fixed or 1,
     )
-    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    times, tokens, hyps = [], 0, []
-    for rep in range(cfg["reps"] + 1):  # the first pass is a warm-up
-        tokens, hyps = 0, []
-        start = time.perf_counter()
-        with torch.inference_mode():
-            for batch in batches:
-                out = gen.generate([model], batch)
-                for sid, h in zip(batch["id"].tolist(), out):
-                    tokens += h[0]["tokens"].numel()
-                    hyps.append((sid, h[0]["tokens"].tolist()))
-        if rep:
-            times.append(time.perf_counter() - start)
-    src_len = sum(b["net_input"]["src_lengths"].sum().item() for b in batches) / len(ids)
-    return {
-        **cfg,
-        "heads": heads,
-        "seconds": times,
-        "median_s": statistics.median(times),
-        "tokens": tokens,
-        "sentences": len(ids),
-        "avg_src_len": src_len,
-        "avg_out_len": tokens / len(ids),
-        "ms_per_token": 1000 * statistics.median(times) / tokens,
-        "sentences_per_s": len(ids) / statistics.median(times),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "rss_after_load_mb": rss_loaded / 1024,
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "hypotheses_digest": hash(tuple(map(str, sorted(hyps)))) & 0xFFFFFFFF,
-    }
+
+
+def decode_pass(gen, model, batches) -> tuple:
+    """Seconds, decoded tokens and (id, tokens) hypotheses of one pass over ``batches``."""
+    tokens, hyps = 0, []
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for batch in batches:
+            for sid, h in zip(batch["id"].tolist(), gen.generate([model], batch)):
+                tokens += h[0]["tokens"].numel()
+                hyps.append((sid, h[0]["tokens"].tolist()))
+    return time.perf_counter() - start, tokens, sorted(hyps)
+
+
+def worker(cfg: dict) -> dict:
+    """Peak memory of one variant decoding one batch, in a fresh process."""
+    torch.set_num_threads(cfg["threads"])
+    _plugin()
+    state, task, ds = load_test_setup(cfg["checkpoint"], cfg["data"])
+    model, _ = build_variant(state, cfg["variant"], cfg["k"], task)
+    batches = make_batches(ds, cfg["batch"], cfg["batch"])
+    decode_pass(make_generator(model, task, cfg["beam"], 0), model, batches)
+    return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def run_worker(cfg: dict) -> dict:
@@ -165,6 +162,48 @@ def run_worker(cfg: dict) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"worker {cfg} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(variants, models, task, ds, batch, fixed, args) -> list:
+    """Time every variant on the same batches, interleaved round by round (round 0: warm-up)."""
+    batches = make_batches(ds, args.sentences, batch)
+    gens = {key: make_generator(models[key][0], task, 5, fixed) for key in variants}
+    seconds = {key: [] for key in variants}
+    last = {}
+    for rnd in range(args.reps + 1):
+        for key in variants:
+            sec, tokens, hyps = decode_pass(gens[key], models[key][0], batches)
+            if rnd:
+                seconds[key].append(sec)
+            last[key] = (tokens, hyps)
+    n = sum(len(b["id"]) for b in batches)
+    src_len = sum(b["net_input"]["src_lengths"].sum().item() for b in batches) / n
+    rows = []
+    for variant, k in variants:
+        tokens, hyps = last[(variant, k)]
+        med = statistics.median(seconds[(variant, k)])
+        model, heads = models[(variant, k)]
+        rows.append(
+            {
+                "variant": variant,
+                "k": k,
+                "batch": batch,
+                "beam": 5,
+                "fixed_steps": fixed,
+                "heads": heads,
+                "seconds": seconds[(variant, k)],
+                "median_s": med,
+                "tokens": tokens,
+                "sentences": n,
+                "avg_src_len": src_len,
+                "avg_out_len": tokens / n,
+                "ms_per_token": 1000 * med / tokens,
+                "sentences_per_s": n / med,
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "hypotheses_digest": hash(tuple(map(str, hyps))) & 0xFFFFFFFF,
+            }
+        )
+    return rows
 
 
 def main() -> int:
@@ -207,28 +246,26 @@ def main() -> int:
     )
     variants = [("stock", h_total), ("dsp-full", h_total)] + [("stripped", k) for k in ks]
     variants += [("fairseq-prune", k) for k in ks if k % n_attn == 0]
+    torch.set_num_threads(args.threads)
+    state, task, ds = load_test_setup(args.checkpoint, args.data)
+    models = {key: build_variant(state, key[0], key[1], task) for key in variants}
     rows = []
     for batch in [int(b) for b in args.batches.split(",")]:
         for fixed in (0, args.fixed_steps):
-            for variant, k in variants:
-                cfg = {
-                    "checkpoint": args.checkpoint,
-                    "data": args.data,
-                    "variant": variant,
-                    "k": k,
-                    "batch": batch,
-                    "beam": 5,
-                    "fixed_steps": fixed,
-                    "reps": args.reps,
-                    "threads": args.threads,
-                    "sentences": args.sentences,
-                }
-                print(
-                    f"  {variant:<13} K={k:<3} batch={batch:<3} "
-                    f"{'fixed ' + str(fixed) + ' steps' if fixed else 'free decoding'}",
-                    flush=True,
-                )
-                rows.append(run_worker(cfg))
+            print(
+                f"  batch {batch}, {'fixed ' + str(fixed) + ' steps' if fixed else 'free decoding'}:"
+                f" {len(variants)} models interleaved, {args.reps} rounds",
+                flush=True,
+            )
+            rows.extend(measure(variants, models, task, ds, batch, fixed, args))
+        # Peak memory: each model decoding one batch of this size in a fresh process.
+        for variant, k in variants:
+            cfg = {"checkpoint": args.checkpoint, "data": args.data, "variant": variant, "k": k,
+                   "batch": batch, "beam": 5, "threads": args.threads}  # fmt: skip
+            peak = run_worker(cfg)
+            for row in rows:
+                if (row["variant"], row["k"], row["batch"]) == (variant, k, batch):
+                    row.update(peak)
     training = None
     if not args.skip_training:
         from core_bench import training_throughput
