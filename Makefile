@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 FAIRSEQ_SPEC ?= ve-fairseq==0.12.3
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench bench-speed bench-quality clean
 
 install: $(STAMP)
 
@@ -37,6 +37,15 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash bench/run_core_bench.sh
+
+# needs `make demo` first; about 11 min here (bench/RESULTS.md)
+bench-speed: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python bench/speed_bench.py --data work/multi30k/bin \
+		--checkpoint work/demo/checkpoints/checkpoint_last.pt --out bench/speed --sentences 48 --reps 3
+
+# resumable; about 75 min here from nothing (bench/RESULTS.md)
+bench-quality: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH bash bench/run_quality_bench.sh
 
 clean:
 	rm -rf $(VENV) work

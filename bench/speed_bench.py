@@ -7,10 +7,11 @@ alike; median and min-max over the rounds are reported, with a fixed thread coun
 memory comes from a fresh subprocess per model and batch size (one batch decoded).
 
 - variants: stock fairseq `transformer` holding the checkpoint's weights; the same weights in
-  `transformer_dsp` without gates (K = H); stripped models at K in {H/8, H/4, H/2} (heads chosen
-  by the checkpoint's gate logits: top-K); fairseq's own `_adaptive_prune_heads` (same number of
-  heads in every attention, chosen by weight magnitude) where K is a multiple of the number of
-  attentions;
+  `transformer_dsp` without gates and with its gate in eval mode at K = H; stripped models at K
+  in {H/8, H/4, H/2} (heads chosen by the checkpoint's gate logits: top-K); where K is a
+  multiple of the number of attentions, fairseq's own `_adaptive_prune_heads` (same number of
+  heads in every attention, chosen by weight magnitude) and `dsp-strip`'s surgery removing
+  exactly those heads (same layout: implementation against implementation);
 - workloads: free beam search (beam 5; time per decoded token and sentences/s) and a
   length-controlled one where every hypothesis is forced to exactly --fixed-steps tokens
   (min_len = max_len), at batch 1 and batch 64;
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import os
 import resource
@@ -68,10 +70,13 @@ def build_variant(state: dict, variant: str, k: int, task):
 
     args = copy.copy(model_args(state))
     weights = {n: v for n, v in state["model"].items() if not n.startswith("head_gate.")}
-    if variant == "stripped":
-        gate_args = copy.copy(args)
-        gate_args.heads_to_keep, gate_args.heads_to_keep_per_type = k, None
-        kept = kept_from_gate(dict(state, cfg=dict(state["cfg"], model=gate_args)))
+    if variant in ("stripped", "stripped-even"):
+        if variant == "stripped":
+            gate_args = copy.copy(args)
+            gate_args.heads_to_keep, gate_args.heads_to_keep_per_type = k, None
+            kept = kept_from_gate(dict(state, cfg=dict(state["cfg"], model=gate_args)))
+        else:
+            kept = fairseq_kept_heads(state, k, task)
         new_state, _ = strip_checkpoint(dict(state, model=weights), kept=kept)
         args, weights = new_state["cfg"]["model"], new_state["model"]
     elif variant in ("stock", "fairseq-prune"):
@@ -79,6 +84,10 @@ def build_variant(state: dict, variant: str, k: int, task):
         args.arch = args._name = "transformer"
     elif variant == "dsp-full":
         args.gate_type = "none"
+    elif variant == "masked":
+        # the gated model as trained, its gate in eval mode with budget K (all heads at K = H)
+        args.heads_to_keep, args.heads_to_keep_per_type = k, None
+        weights = state["model"]
     model = task.build_model(args)
     model.load_state_dict(weights, strict=True)
     if variant == "fairseq-prune":
@@ -97,6 +106,31 @@ def build_variant(state: dict, variant: str, k: int, task):
             )
             heads.setdefault(kind, []).append(module.num_heads)
     return model.eval(), heads
+
+
+def fairseq_kept_heads(state: dict, k: int, task) -> dict:
+    """The heads fairseq's ``_adaptive_prune_heads`` keeps at total K (same count per attention).
+
+    Lets ``dsp-strip``'s surgery remove exactly the heads fairseq removes, so the two
+    implementations are compared on the same layout.
+    """
+    model, _ = build_variant(state, "stock", k, task)
+    modules = dict(model.named_modules())
+    slots = attention_slots_of(state)
+    per_module = k // len(slots)
+    kept = {}
+    for slot in slots:
+        module = modules[slot.prefix]
+        spans = module._get_reserve_head_index(per_module)
+        kept[slot.prefix] = sorted(start // module.head_dim for start, _ in spans)
+    return kept
+
+
+def attention_slots_of(state: dict) -> list:
+    from dsp_fairseq.checkpoint_io import model_args
+    from dsp_fairseq.models.head_layout import attention_slots
+
+    return attention_slots(model_args(state))
 
 
 def load_test_setup(checkpoint: str, data: str):
@@ -133,15 +167,29 @@ def make_generator(model, task, beam: int, fixed: int):
 
 
 def decode_pass(gen, model, batches) -> tuple:
-    """Seconds, decoded tokens and (id, tokens) hypotheses of one pass over ``batches``."""
-    tokens, hyps = 0, []
+    """Seconds, decoded tokens, decoder steps and (id, tokens) hypotheses of one pass.
+
+    Decoder steps (calls of the decoder) show how long beam search ran: a batch runs until
+    its slowest sentence has finished, so a model whose beams ramble takes more steps for
+    the same number of tokens in its best hypotheses.
+    """
+    tokens, hyps, steps = 0, [], [0]
+    # fairseq's generator calls decoder.forward() directly (no module hooks); the output
+    # projection is called as a module once per step
+    hook = model.decoder.output_projection.register_forward_hook(
+        lambda *_: steps.__setitem__(0, steps[0] + 1)
+    )
     start = time.perf_counter()
-    with torch.inference_mode():
-        for batch in batches:
-            for sid, h in zip(batch["id"].tolist(), gen.generate([model], batch)):
-                tokens += h[0]["tokens"].numel()
-                hyps.append((sid, h[0]["tokens"].tolist()))
-    return time.perf_counter() - start, tokens, sorted(hyps)
+    try:
+        with torch.inference_mode():
+            for batch in batches:
+                for sid, h in zip(batch["id"].tolist(), gen.generate([model], batch)):
+                    tokens += h[0]["tokens"].numel()
+                    hyps.append((sid, h[0]["tokens"].tolist()))
+        seconds = time.perf_counter() - start
+    finally:
+        hook.remove()
+    return seconds, tokens, steps[0], sorted(hyps)
 
 
 def worker(cfg: dict) -> dict:
@@ -151,7 +199,7 @@ def worker(cfg: dict) -> dict:
     state, task, ds = load_test_setup(cfg["checkpoint"], cfg["data"])
     model, _ = build_variant(state, cfg["variant"], cfg["k"], task)
     batches = make_batches(ds, cfg["batch"], cfg["batch"])
-    decode_pass(make_generator(model, task, cfg["beam"], 0), model, batches)
+    decode_pass(make_generator(model, task, cfg["beam"], 0), model, batches)  # peak memory only
     return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -172,15 +220,15 @@ def measure(variants, models, task, ds, batch, fixed, args) -> list:
     last = {}
     for rnd in range(args.reps + 1):
         for key in variants:
-            sec, tokens, hyps = decode_pass(gens[key], models[key][0], batches)
+            sec, tokens, steps, hyps = decode_pass(gens[key], models[key][0], batches)
             if rnd:
                 seconds[key].append(sec)
-            last[key] = (tokens, hyps)
+            last[key] = (tokens, steps, hyps)
     n = sum(len(b["id"]) for b in batches)
     src_len = sum(b["net_input"]["src_lengths"].sum().item() for b in batches) / n
     rows = []
     for variant, k in variants:
-        tokens, hyps = last[(variant, k)]
+        tokens, steps, hyps = last[(variant, k)]
         med = statistics.median(seconds[(variant, k)])
         model, heads = models[(variant, k)]
         rows.append(
@@ -194,13 +242,14 @@ def measure(variants, models, task, ds, batch, fixed, args) -> list:
                 "seconds": seconds[(variant, k)],
                 "median_s": med,
                 "tokens": tokens,
+                "decoder_steps": steps,
                 "sentences": n,
                 "avg_src_len": src_len,
                 "avg_out_len": tokens / n,
                 "ms_per_token": 1000 * med / tokens,
                 "sentences_per_s": n / med,
                 "parameters": sum(p.numel() for p in model.parameters()),
-                "hypotheses_digest": hash(tuple(map(str, hyps))) & 0xFFFFFFFF,
+                "hypotheses_digest": hashlib.sha1(repr(hyps).encode()).hexdigest()[:16],
             }
         )
     return rows
@@ -244,8 +293,9 @@ def main() -> int:
         margs.decoder_embed_dim // margs.decoder_attention_heads,
         len(open(os.path.join(args.data, "dict.en.txt")).readlines()) + 4,
     )
-    variants = [("stock", h_total), ("dsp-full", h_total)] + [("stripped", k) for k in ks]
-    variants += [("fairseq-prune", k) for k in ks if k % n_attn == 0]
+    variants = [("stock", h_total), ("dsp-full", h_total), ("masked", h_total)]
+    variants += [("stripped", k) for k in ks]
+    variants += [(v, k) for k in ks if k % n_attn == 0 for v in ("stripped-even", "fairseq-prune")]
     torch.set_num_threads(args.threads)
     state, task, ds = load_test_setup(args.checkpoint, args.data)
     models = {key: build_variant(state, key[0], key[1], task) for key in variants}
@@ -297,10 +347,10 @@ def render(result: dict, dims, full) -> str:
     base = {(r["batch"], r["fixed_steps"]): r for r in rows if r["variant"] == "dsp-full"}
     stock = {(r["batch"], r["fixed_steps"]): r for r in rows if r["variant"] == "stock"}
     lines.append(
-        "| batch | workload | model | K | out len | ms/token (median, min-max) | sent/s | "
-        "speed-up vs unpruned | FLOP bound B | share captured | peak RSS MB | params |"
+        "| batch | workload | model | K | out len | decoder steps | ms/token (median, min-max) | "
+        "sent/s | speed-up vs unpruned | FLOP bound B | share captured | peak RSS MB | params |"
     )
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ref = base[(r["batch"], r["fixed_steps"])]
         wl = f"fixed {r['fixed_steps']} steps" if r["fixed_steps"] else "free beam 5"
@@ -317,11 +367,14 @@ def render(result: dict, dims, full) -> str:
         name = {
             "stock": "stock transformer",
             "dsp-full": "transformer_dsp, no gate",
+            "masked": "transformer_dsp, gate (eval)",
             "stripped": "dsp-strip",
+            "stripped-even": "dsp-strip, fairseq's heads",
             "fairseq-prune": "fairseq _adaptive_prune_heads",
         }[r["variant"]]
         lines.append(
             f"| {r['batch']} | {wl} | {name} | {r['k']} | {r['avg_out_len']:.1f} | "
+            f"{r['decoder_steps']} | "
             f"{statistics.median(per_tok):.3f} ({min(per_tok):.3f}-{max(per_tok):.3f}) | "
             f"{r['sentences_per_s']:.1f} | {speed:.2f}x | {bound:.2f} | "
             f"{'' if share != share else f'{100 * share:.0f}%'} | {r['peak_rss_mb']:.0f} | {r['parameters']:,} |"
@@ -332,12 +385,28 @@ def render(result: dict, dims, full) -> str:
         "(fixed steps: identical work per hypothesis) against transformer_dsp without gate "
         "(K = H) in the same batch/workload."
     )
+    masked = {(r["batch"], r["fixed_steps"]): r for r in rows if r["variant"] == "masked"}
     for key, r in stock.items():
-        ref = base[key]
+        for label, other in (("no gate", base[key]), ("gate in eval mode", masked.get(key))):
+            if other is None:
+                continue
+            lines.append(
+                f"- K = H, transformer_dsp ({label}) vs stock transformer, batch {key[0]}, "
+                f"{'fixed steps' if key[1] else 'free'}: "
+                f"{r['ms_per_token'] / other['ms_per_token']:.2f}x per token "
+                f"(>1: transformer_dsp faster); identical translations: "
+                f"{r['hypotheses_digest'] == other['hypotheses_digest']}"
+            )
+    by_key = {(r["variant"], r["k"], r["batch"], r["fixed_steps"]): r for r in rows}
+    for (variant, k, batch, fixed), r in by_key.items():
+        ours = by_key.get(("stripped-even", k, batch, fixed))
+        if variant != "fairseq-prune" or ours is None:
+            continue
         lines.append(
-            f"- K = H vs stock transformer, batch {key[0]}, "
-            f"{'fixed steps' if key[1] else 'free'}: {r['median_s'] / ref['median_s']:.2f}x "
-            f"(>1: transformer_dsp faster)"
+            f"- dsp-strip vs fairseq _adaptive_prune_heads, same heads kept (K = {k}), "
+            f"batch {batch}, {'fixed steps' if fixed else 'free'}: "
+            f"{r['ms_per_token'] / ours['ms_per_token']:.2f}x per token (>1: dsp-strip faster); "
+            f"identical translations: {r['hypotheses_digest'] == ours['hypotheses_digest']}"
         )
     if result.get("training"):
         t = result["training"]

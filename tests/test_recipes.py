@@ -369,6 +369,7 @@ TINY_MODEL = (
 )
 TRAIN = "--max-tokens 1500 --lr 2e-3 --warmup-updates 10 --log-interval 5"
 GEN = "--max-len-a 1.2 --max-len-b 8"
+GATE_ARGS = "--gate-lr 0.07 --init-temperature 0.9"
 METHODS, KS = ("dsp", "random"), (6, 12)
 N_TEST = 30
 
@@ -405,6 +406,8 @@ def reproduce(src, work):
         GEN,
         "--snapshot-interval",
         "4",
+        "--gate-args",
+        GATE_ARGS,
     )
 
 
@@ -446,6 +449,50 @@ def test_sweep_pipelined_run_trained_only_gates_for_one_epoch(sweep):
     assert args[:2] == ["--arch", "transformer_dsp"] and "--anneal-updates" in args
     assert (work / "sweep/runs/dsp-k12/checkpoint_1_4.pt").is_file()  # --snapshot-interval
     assert "heads kept: 12 of 36" in (work / "sweep/runs/dsp-k12/strip.txt").read_text()
+
+
+def test_gate_args_reach_gate_training_only(sweep):
+    work, _ = sweep
+    gates = (work / "sweep/runs/dsp-k12/train.log").read_text()
+    base = (work / "baseline/train.log").read_text()
+    assert "'gate_lr': 0.07" in gates and "'init_temperature': 0.9" in gates
+    assert "0.07" not in base and "init_temperature" not in base
+
+
+def test_pipelined_validates_at_interval_and_strips_the_best_gates(sweep, tmp_path):
+    from dsp_fairseq.checkpoint_io import load_checkpoint
+    from dsp_fairseq.pruning.strip import kept_from_gate
+
+    work, _ = sweep
+    out = tmp_path / "p"
+    proc = run(
+        "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "5",
+        "--save-dir", out, "--preset", "cpu-small", "--validate-interval", "3",
+        "--train-args", f"{TRAIN} {GATE_ARGS} --gate-lr 1.0 --max-tokens 300",
+    )  # fmt: skip
+    log = (out / "train.log").read_text()
+    valid = [
+        json.loads(line.split("| valid | ")[1]) for line in log.splitlines() if "| valid | " in line
+    ]
+    assert [int(v["valid_num_updates"]) for v in valid][:2] == [3, 6] and len(valid) >= 3
+    assert "checkpoint_best.pt" in proc.stdout
+    # one interval checkpoint kept (--keep-interval-updates 1), besides best and last
+    assert len(list(out.glob("checkpoint_1_*.pt"))) == 1
+    best = load_checkpoint(str(out / "checkpoint_best.pt"))
+    assert round(best["extra_state"]["val_loss"], 3) == min(float(v["valid_loss"]) for v in valid)
+    kept = kept_from_gate(best)
+    report = (out / "strip.txt").read_text()
+    for line in report.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] in ("enc-self", "dec-self", "cross"):
+            heads = json.loads(line[line.index("[") :])
+            prefix = {
+                "enc-self": f"encoder.layers.{parts[1]}.self_attn",
+                "dec-self": f"decoder.layers.{parts[1]}.self_attn",
+                "cross": f"decoder.layers.{parts[1]}.encoder_attn",
+            }[parts[0]]
+            assert heads == kept[prefix], line
 
 
 def test_sweep_plots_are_valid_png_and_svg(sweep):

@@ -163,3 +163,25 @@ def test_self_attention_incremental_matches_full_causal():
         out, _ = attn(xt, xt, xt, incremental_state=state, need_weights=False)
         outs.append(out)
     assert torch.allclose(torch.cat(outs), full, atol=1e-5)
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_strip_equals_fairseqs_own_head_removal(cross):
+    """keep_heads_ on the heads fairseq's _adaptive_prune_heads keeps gives its outputs."""
+    ours = random_attention(16, 4, cross=cross, kdim=16 if cross else None)
+    kw = {"encoder_decoder_attention": True, "kdim": 16, "vdim": 16} if cross else {}
+    ref = MultiheadAttention(16, 4, self_attention=not cross, **kw).eval()
+    ref.load_state_dict(ours.state_dict())
+    spans = ref._get_reserve_head_index(2)
+    keep = sorted(start // ref.head_dim for start, _ in spans)
+    ref._adaptive_prune_heads(spans)
+    ref._set_skip_embed_dim_check()
+    ours.keep_heads_(torch.tensor(keep))
+    assert ours.num_heads == ref.num_heads == 2
+    x, mem = torch.randn(5, 3, 16), torch.randn(7, 3, 16)
+    pad = torch.zeros(3, 7 if cross else 5, dtype=torch.bool)
+    pad[1, -2:] = True
+    kv = mem if cross else x
+    a, _ = ours(x, kv, kv, key_padding_mask=pad, need_weights=False)
+    b, _ = ref(x, kv, kv, key_padding_mask=pad, need_weights=False)
+    assert torch.allclose(a, b, atol=1e-5)

@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
 # Pipelined pruning: train only head gates on a trained baseline for one epoch (the model
-# itself stays frozen), then strip the heads the gates drop.
+# itself stays frozen), then strip the heads the best gates drop.
 #
 #   prune-pipelined.sh --data DIR --base BASE.pt --heads-to-keep K --save-dir DIR
 #                      [--gate-type dsp|dsp-st|ste|hard-concrete] [--preset iwslt|cpu-small]
-#                      [--l0-penalty X] [--anneal-updates N] [--snapshot-interval N]
-#                      [--args-file F] [--seed S] [--train-args "ARGS"] [-- FAIRSEQ-TRAIN-ARGS...]
+#                      [--l0-penalty X] [--anneal-updates N] [--validate-interval N]
+#                      [--snapshot-interval N] [--args-file F] [--seed S] [--train-args "ARGS"]
+#                      [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
 #                   transformer_dsp); the gated model takes its shape from it
 # --gate-type       dsp (default), dsp-st, ste or hard-concrete
 # --anneal-updates  temperature annealing length (default: the updates of one epoch)
 # --l0-penalty      weight of the gate penalty (hard-concrete), per target token
-# --snapshot-interval N  also keep a checkpoint every N updates (for dsp-plot-gates)
+# --validate-interval N  validate every N updates, not only at the end of the epoch;
+#                   validation uses the test mask (hard top-K), and the gates of the best
+#                   validation (checkpoint_best.pt) are the ones stripped
+# --snapshot-interval N  also keep a checkpoint every N updates (for dsp-plot-gates);
+#                   validates at that interval too
 # --args-file F     model-shape and --anneal-updates arguments computed before by
 #                   python -m dsp_fairseq.recipes.pipelined_args (a sweep reuses them)
 # --preset          optimisation settings (the learning rate only matters to the gates'
 #                   Adam state: gate logits train at --gate-lr, 0.2); default $PRESET or iwslt
-# Output: SAVE_DIR/checkpoint_last.pt (gated), SAVE_DIR/pruned.pt (stripped),
+# Output: SAVE_DIR/checkpoint_{best,last}.pt (gated), SAVE_DIR/pruned.pt (stripped),
 # SAVE_DIR/strip.txt, SAVE_DIR/train.log. Finished steps are skipped on a rerun.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
-ARGS_FILE="" SEED=1 TRAIN_ARGS=""
+ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=0
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -36,6 +41,7 @@ while [[ $# -gt 0 ]]; do
     --l0-penalty) L0=$2; shift 2 ;;
     --anneal-updates) ANNEAL=$2; shift 2 ;;
     --snapshot-interval) SNAP=$2; shift 2 ;;
+    --validate-interval) VALIDATE=$2; shift 2 ;;
     --args-file) ARGS_FILE=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
@@ -69,8 +75,15 @@ if [[ ! -f $SAVE/.done ]]; then
   fi
   mapfile -t SHAPE < "$ARGS_FILE"
   [[ -n $ANNEAL ]] && SHAPE+=(--anneal-updates "$ANNEAL")
+  [[ $SNAP =~ ^[0-9]+$ && $VALIDATE =~ ^[0-9]+$ ]] \
+    || die "--snapshot-interval and --validate-interval take a number of updates"
+  # fairseq validates (and updates checkpoint_best.pt) whenever it saves an interval checkpoint.
   snap=()
-  [[ $SNAP -gt 0 ]] && snap=(--save-interval-updates "$SNAP" --keep-interval-updates -1)
+  if [[ $SNAP -gt 0 ]]; then
+    snap=(--save-interval-updates "$SNAP" --keep-interval-updates -1)
+  elif [[ $VALIDATE -gt 0 ]]; then
+    snap=(--save-interval-updates "$VALIDATE" --keep-interval-updates 1)
+  fi
   say "pipelined pruning: $GATE gates, K=$K, one epoch on frozen $BASE -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
@@ -84,8 +97,8 @@ if [[ ! -f $SAVE/.done ]]; then
 fi
 
 if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt ]]; then
-  say "strip the pruned heads -> $SAVE/pruned.pt"
-  dsp-strip --input "$SAVE/checkpoint_last.pt" --output "$SAVE/pruned.pt" > "$SAVE/strip.txt.tmp" \
+  say "strip the heads dropped by the best gates (checkpoint_best.pt) -> $SAVE/pruned.pt"
+  dsp-strip --input "$SAVE/checkpoint_best.pt" --output "$SAVE/pruned.pt" > "$SAVE/strip.txt.tmp" \
     || die "dsp-strip failed (see the message above)"
   mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
 fi

@@ -4,8 +4,9 @@
 #
 #   reproduce.sh --corpus multi30k|iwslt14 [--work DIR] [--src-dir DIR] [--archive TGZ]
 #                [--methods LIST] [--ks LIST] [--vocab-size N] [--base-updates N]
-#                [--model-args "ARGS"] [--train-args "ARGS"] [--gen-args "ARGS"]
-#                [--importance-args "ARGS"] [--snapshot-interval N] [--seed S]
+#                [--model-args "ARGS"] [--train-args "ARGS"] [--gate-args "ARGS"]
+#                [--joint-args "ARGS"] [--gen-args "ARGS"] [--importance-args "ARGS"]
+#                [--snapshot-interval N] [--validate-interval N] [--seed S]
 #
 # multi30k: Multi30k De->En with the cpu-small preset (36 heads); the corpus comes from
 #           --src-dir or $MULTI30K_DIR (default ../shared/data/multi30k beside the repo),
@@ -17,13 +18,17 @@
 # --base-updates baseline training length (default: the preset's)
 # --model-args   fairseq-train model arguments for the baseline only (e.g. smaller dims)
 # --train-args   fairseq-train arguments for every training run (baseline and gates)
+# --gate-args    fairseq-train arguments for pipelined gate training only (see sweep.sh)
+# --joint-args   fairseq-train arguments for joint-dsp only (e.g. --max-update 500)
+# --validate-interval N  pipelined runs validate every N updates, strip their best gates
 # --gen-args     fairseq-generate arguments
 # --importance-args  dsp-importance arguments (importance method)
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 CORPUS="" WORK="" SRC_DIR=${MULTI30K_DIR:-} ARCHIVE="" METHODS=dsp,ste,hard-concrete,importance,random
-KS="" VOCAB="" BASE_UPDATES="" MODEL_ARGS="" TRAIN_ARGS="" GEN_ARGS="" IMP_ARGS="" SNAP=0 SEED=1
+KS="" VOCAB="" BASE_UPDATES="" MODEL_ARGS="" TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS=""
+IMP_ARGS="" SNAP=0 VALIDATE=0 SEED=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --corpus) CORPUS=$2; shift 2 ;;
@@ -36,9 +41,12 @@ while [[ $# -gt 0 ]]; do
     --base-updates) BASE_UPDATES=$2; shift 2 ;;
     --model-args) MODEL_ARGS=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
+    --gate-args) GATE_ARGS=$2; shift 2 ;;
+    --joint-args) JOINT_ARGS=$2; shift 2 ;;
     --gen-args) GEN_ARGS=$2; shift 2 ;;
     --importance-args) IMP_ARGS=$2; shift 2 ;;
     --snapshot-interval) SNAP=$2; shift 2 ;;
+    --validate-interval) VALIDATE=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -69,6 +77,7 @@ bash "$RECIPES/train-baseline.sh" "${base[@]}"
 
 bash "$RECIPES/sweep.sh" --data "$WORK/data" --base "$WORK/baseline/checkpoint_best.pt" \
   --out "$WORK/sweep" --methods "$METHODS" --ks "$KS" --preset "$PRESET" --seed "$SEED" \
-  --snapshot-interval "$SNAP" --train-args "$TRAIN_ARGS" --joint-args "$MODEL_ARGS" \
+  --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" --train-args "$TRAIN_ARGS" \
+  --gate-args "$GATE_ARGS" --joint-args "$MODEL_ARGS $JOINT_ARGS" \
   --gen-args "$GEN_ARGS" --importance-args "$IMP_ARGS"
 echo "done: $WORK/sweep/results.csv and $WORK/sweep/plots/"

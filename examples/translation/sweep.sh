@@ -3,7 +3,8 @@
 #
 #   sweep.sh --data DIR --base BASE.pt --out DIR [--methods LIST] [--ks LIST]
 #            [--preset iwslt|cpu-small] [--seed S] [--l0-penalty X] [--snapshot-interval N]
-#            [--train-args "ARGS"] [--joint-args "ARGS"] [--gen-args "ARGS"]
+#            [--validate-interval N] [--train-args "ARGS"] [--gate-args "ARGS"]
+#            [--joint-args "ARGS"] [--gen-args "ARGS"]
 #            [--importance-args "ARGS"] [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
@@ -13,11 +14,14 @@
 #              joint-dsp                         DSP trained jointly from scratch
 #                                                (train-dsp-joint.sh; --joint-args)
 # --ks       comma-separated heads to keep (default 6,12,18,24,36,48)
-# --train-args  fairseq-train arguments for gate training (e.g. --max-tokens 2048)
+# --train-args  fairseq-train arguments for every training run (pipelined and joint)
+# --gate-args   fairseq-train arguments for pipelined gate training only (e.g.
+#               "--max-tokens 1024 --init-temperature 1 --final-temperature 1e-3")
 # --joint-args  fairseq-train arguments for joint-dsp only (e.g. --max-update 20000)
 # --gen-args    fairseq-generate arguments (e.g. --max-len-b 50)
 # --importance-args  dsp-importance arguments (e.g. --max-batches 100)
 # --snapshot-interval N  keep gate checkpoints every N updates (gate-evolution plots)
+# --validate-interval N  pipelined runs validate every N updates and strip their best gates
 # Output: OUT/results.csv and OUT/results.json (one row per method and K: heads kept,
 # parameters, sacreBLEU, tokenized BLEU), OUT/baseline.json (the unpruned model's scores),
 # OUT/runs/METHOD-kK/ (checkpoints, logs, translations), OUT/plots/ (BLEU vs heads kept,
@@ -27,7 +31,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
-PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 TRAIN_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1
+PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=0 TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -39,7 +43,9 @@ while [[ $# -gt 0 ]]; do
     --seed) SEED=$2; shift 2 ;;
     --l0-penalty) L0=$2; shift 2 ;;
     --snapshot-interval) SNAP=$2; shift 2 ;;
+    --validate-interval) VALIDATE=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
+    --gate-args) GATE_ARGS=$2; shift 2 ;;
     --joint-args) JOINT_ARGS=$2; shift 2 ;;
     --gen-args) GEN_ARGS=$2; shift 2 ;;
     --importance-args) IMP_ARGS=$2; shift 2 ;;
@@ -76,7 +82,7 @@ for m in "${METHOD_LIST[@]}"; do
 done
 mkdir -p "$OUT/runs"
 if [[ ${#gates[@]} -gt 0 && ! -s $OUT/pipelined.args ]]; then
-  split_words USER_ARGS "$TRAIN_ARGS"
+  split_words USER_ARGS "$TRAIN_ARGS $GATE_ARGS"
   max_tokens=$(last_value --max-tokens "${PRESET_ARGS[@]}" "${USER_ARGS[@]}")
   update_freq=$(last_value --update-freq "${PRESET_ARGS[@]}" "${USER_ARGS[@]}")
   say "model shape of $BASE and updates per epoch"
@@ -106,8 +112,8 @@ for m in "${METHOD_LIST[@]}"; do
       dsp|dsp-st|ste|hard-concrete)
         bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
           --gate-type "$m" --save-dir "$row" --preset "$PRESET" --l0-penalty "$L0" \
-          --snapshot-interval "$SNAP" --args-file "$OUT/pipelined.args" --seed "$SEED" \
-          --train-args "$TRAIN_ARGS"
+          --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" \
+          --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS"
         ckpt=$row/pruned.pt report=$row/strip.txt ;;
       joint-dsp)
         bash "$RECIPES/train-dsp-joint.sh" --data "$DATA" --heads-to-keep "$k" --save-dir "$row" \

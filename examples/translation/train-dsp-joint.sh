@@ -45,7 +45,9 @@ need_tool fairseq-train dsp-strip
 need_data "$DATA"
 preset_args "$PRESET" dsp
 split_words USER_ARGS "$TRAIN_ARGS"
-MAX_UPDATE=${MAX_UPDATE:-$(preset_max_update "$PRESET")}
+# --max-update in the extra arguments wins (they come last), so report that one
+MAX_UPDATE=$(last_value --max-update --max-update "${MAX_UPDATE:-$(preset_max_update "$PRESET")}" \
+  "${USER_ARGS[@]}" "${EXTRA[@]}")
 if [[ -z $ANNEAL ]]; then
   if [[ $PRESET == iwslt ]]; then ANNEAL=15000; else ANNEAL=$((MAX_UPDATE * 3 / 4)); fi
 fi
