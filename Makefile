@@ -43,7 +43,7 @@ bench-speed: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python bench/speed_bench.py --data work/multi30k/bin \
 		--checkpoint work/demo/checkpoints/checkpoint_last.pt --out bench/speed --sentences 48 --reps 3
 
-# resumable; about 75 min here from nothing (bench/RESULTS.md)
+# resumable; about 77 min here from nothing (bench/RESULTS.md)
 bench-quality: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash bench/run_quality_bench.sh
 

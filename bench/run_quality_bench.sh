@@ -4,7 +4,7 @@
 # heads at K = H/8, H/4, H/2 (4, 9, 18 of 36), plus joint DSP at K = H/4. sacreBLEU on the 2016
 # test set, results table, BLEU-vs-K plot; copied to bench/quality/.
 #
-#   bash bench/run_quality_bench.sh [--work DIR]      (default work/quality; about 80 min here)
+#   bash bench/run_quality_bench.sh [--work DIR]   (default work/quality; ~77 min here from nothing)
 #   bash bench/run_quality_bench.sh --iwslt de-en.tgz [--work DIR]
 #
 # --iwslt ARCHIVE  the larger setting, for a machine with a GPU: IWSLT14 De->En with the
@@ -46,12 +46,19 @@ bash "$ROOT/examples/translation/reproduce.sh" "${COMMON[@]}" --ks "$KS" \
   --methods dsp,dsp-st,ste,hard-concrete,importance,random
 bash "$ROOT/examples/translation/reproduce.sh" "${COMMON[@]}" --ks "$JOINT_K" --methods joint-dsp \
   --joint-args "$JOINT_ARGS"
+# fairseq's own head removal (_adaptive_prune_heads: the same number of heads in every
+# attention, by weight magnitude) on the same baseline, at the K that are multiples of the
+# number of attentions (9 here, 18 for IWSLT)
+python "$ROOT/bench/fairseq_prune_quality.py" --data "$WORK/data" \
+  --base "$WORK/baseline/checkpoint_best.pt" --ks "$( [[ -n $ARCHIVE ]] && echo 18,36 || echo 9,18)" \
+  --out "$WORK/fairseq-prune"
 echo "quality benchmark: $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s this run" \
   | tee "$WORK/sweep/wall_time.txt"
 [[ -z $ARCHIVE ]] || exit 0
 mkdir -p "$ROOT/bench/quality/plots"
 cp "$WORK/sweep/results.csv" "$WORK/sweep/results.json" "$WORK/sweep/baseline.json" \
   "$WORK/sweep/wall_time.txt" "$ROOT/bench/quality/"
+cp "$WORK/fairseq-prune/results.json" "$ROOT/bench/quality/fairseq_prune.json"
 # BLEU versus K, and the kept-head maps and DSP's gate evolution at K = H/4 (all plots, also
 # as SVG, stay in WORK/sweep/plots/)
 cp "$WORK"/sweep/plots/{sweep,heads-*-k9,gates-dsp-k9}.png "$ROOT/bench/quality/plots/"

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""BLEU of fairseq's own head removal (``MultiheadAttention._adaptive_prune_heads``).
+
+fairseq keeps, in every attention, the heads with the largest summed |q/k/v weights|, the
+same number in each. This script applies exactly that choice to a trained stock checkpoint
+through ``dsp-strip``'s surgery (it gives fairseq's outputs: tests/test_surgery.py and the
+speed benchmark check it) and scores the result with ``examples/translation/evaluate.sh``,
+the evaluation of every other row of the quality benchmark.
+
+    python bench/fairseq_prune_quality.py --data work/quality/data \
+        --base work/quality/baseline/checkpoint_best.pt --ks 9,18 --out work/quality/fairseq-prune
+
+K must be a multiple of the number of attentions (9 for 3+3 layers). Writes
+OUT/kK/pruned.pt, OUT/kK/eval/score.json and OUT/results.json, and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+import speed_bench as sb  # noqa: E402
+
+from bench.common import quiet_fairseq  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
+    p.add_argument("--base", required=True, help="trained stock transformer checkpoint")
+    p.add_argument("--ks", default="9,18")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    sb._plugin()
+    quiet_fairseq()
+    from dsp_fairseq.checkpoint_io import save_checkpoint_atomic
+    from dsp_fairseq.pruning.strip import strip_checkpoint
+
+    state, task, _ = sb.load_test_setup(args.base, os.path.join(args.data, "bin"))
+    n_attn = len(sb.attention_slots_of(state))
+    rows = []
+    for k in [int(x) for x in args.ks.split(",")]:
+        if k % n_attn:
+            p.error(f"K = {k} is not a multiple of the {n_attn} attentions")
+        out = os.path.join(args.out, f"k{k}")
+        os.makedirs(out, exist_ok=True)
+        pruned = os.path.join(out, "pruned.pt")
+        if not os.path.isfile(pruned):
+            kept = sb.fairseq_kept_heads(state, k, task)
+            new_state, report = strip_checkpoint(state, kept=kept)
+            save_checkpoint_atomic(new_state, pruned)
+            print(report.table(), flush=True)
+        subprocess.run(
+            ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data", args.data,
+             "--checkpoint", pruned, "--out", os.path.join(out, "eval")],
+            check=True,
+        )  # fmt: skip
+        with open(os.path.join(out, "eval", "score.json")) as f:
+            score = json.load(f)
+        rows.append({"k": k, "sacrebleu": score["sacrebleu"], "tok_bleu": score["tok_bleu"]})
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    print("\n| K | sacreBLEU | tokenized BLEU |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r['k']} | {r['sacrebleu']} | {r['tok_bleu']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
