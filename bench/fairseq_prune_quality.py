@@ -43,11 +43,11 @@ def main() -> int:
     args = p.parse_args()
     sb._plugin()
     quiet_fairseq()
-    from dsp_fairseq.checkpoint_io import save_checkpoint_atomic
+    from dsp_fairseq.checkpoint_io import model_args, save_checkpoint_atomic
     from dsp_fairseq.pruning.strip import strip_checkpoint
 
     state, task, _ = sb.load_test_setup(args.base, os.path.join(args.data, "bin"))
-    n_attn = len(sb.attention_slots_of(state))
+    n_attn = sum(len(v) for v in sb.heads_by_type(model_args(state)).values())
     rows = []
     for k in [int(x) for x in args.ks.split(",")]:
         if k % n_attn:

@@ -65,7 +65,6 @@ def heads_by_type(args) -> dict:
 def build_variant(state: dict, variant: str, k: int, task):
     """The model for one variant, from a transformer_dsp checkpoint's weights."""
     from dsp_fairseq.checkpoint_io import model_args
-    from dsp_fairseq.models.head_layout import attention_slots
     from dsp_fairseq.pruning.strip import kept_from_gate, strip_checkpoint
 
     args = copy.copy(model_args(state))
@@ -91,11 +90,10 @@ def build_variant(state: dict, variant: str, k: int, task):
     model = task.build_model(args)
     model.load_state_dict(weights, strict=True)
     if variant == "fairseq-prune":
-        per_module = k // len(attention_slots(args))
-        for _, module in model.named_modules():
-            if type(module).__name__ == "MultiheadAttention":
-                module._adaptive_prune_heads(module._get_reserve_head_index(per_module))
-                module._set_skip_embed_dim_check()
+        modules = dict(model.named_modules())
+        for name, spans in fairseq_reserved_spans(model, k).items():
+            modules[name]._adaptive_prune_heads(spans)
+            modules[name]._set_skip_embed_dim_check()
     heads = {}
     for name, module in model.named_modules():
         if hasattr(module, "num_heads") and hasattr(module, "q_proj"):
@@ -108,29 +106,28 @@ def build_variant(state: dict, variant: str, k: int, task):
     return model.eval(), heads
 
 
+def fairseq_reserved_spans(model, k: int) -> dict:
+    """fairseq's own choice at total K: per stock attention (by module name), the feature
+    spans ``_get_reserve_head_index`` keeps, the same number of heads in each."""
+    attentions = {
+        name: m for name, m in model.named_modules() if type(m).__name__ == "MultiheadAttention"
+    }
+    per_module = k // len(attentions)
+    return {name: m._get_reserve_head_index(per_module) for name, m in attentions.items()}
+
+
 def fairseq_kept_heads(state: dict, k: int, task) -> dict:
-    """The heads fairseq's ``_adaptive_prune_heads`` keeps at total K (same count per attention).
+    """The head indices fairseq's ``_adaptive_prune_heads`` keeps at total K, per attention.
 
     Lets ``dsp-strip``'s surgery remove exactly the heads fairseq removes, so the two
     implementations are compared on the same layout.
     """
     model, _ = build_variant(state, "stock", k, task)
     modules = dict(model.named_modules())
-    slots = attention_slots_of(state)
-    per_module = k // len(slots)
-    kept = {}
-    for slot in slots:
-        module = modules[slot.prefix]
-        spans = module._get_reserve_head_index(per_module)
-        kept[slot.prefix] = sorted(start // module.head_dim for start, _ in spans)
-    return kept
-
-
-def attention_slots_of(state: dict) -> list:
-    from dsp_fairseq.checkpoint_io import model_args
-    from dsp_fairseq.models.head_layout import attention_slots
-
-    return attention_slots(model_args(state))
+    return {
+        name: sorted(start // modules[name].head_dim for start, _ in spans)
+        for name, spans in fairseq_reserved_spans(model, k).items()
+    }
 
 
 def load_test_setup(checkpoint: str, data: str):

@@ -32,8 +32,9 @@ if [[ ! -f $WORK/checkpoints/.done-$MAX_UPDATE ]]; then
     --optimizer adam --adam-betas '(0.9, 0.98)' --lr 1e-3 --lr-scheduler inverse_sqrt \
     --warmup-updates 100 --weight-decay 1e-4 --dropout 0.2 --max-tokens 4096 \
     --max-update "$MAX_UPDATE" --save-dir "$WORK/checkpoints" --no-epoch-checkpoints \
-    --required-batch-size-multiple 1 --cpu --seed 1 --log-format simple --log-interval 50 --validate-interval-updates 250 \
-    --save-interval-updates 250 --keep-interval-updates 1 --tensorboard-logdir "$WORK/tb" \
+    --required-batch-size-multiple 1 --cpu --seed 1 --log-format simple --log-interval 50 \
+    --validate-interval-updates 250 --save-interval-updates 250 --keep-interval-updates 1 \
+    --tensorboard-logdir "$WORK/tb" \
     2>&1 | tee "$WORK/train.log" | grep --line-buffered -E "\| (train_inner|valid|train) \||error|Error"
   touch "$WORK/checkpoints/.done-$MAX_UPDATE"
 fi
@@ -49,7 +50,8 @@ for name in masked stripped; do
   [[ $name == stripped ]] && ckpt=$WORK/checkpoints/pruned.pt
   start=$(date +%s.%N)
   fairseq-generate "$DATA/bin" --user-dir "$ROOT/dsp_fairseq" --path "$ckpt" --gen-subset test \
-    --beam 5 --batch-size 64 --required-batch-size-multiple 1 --cpu --bpe sentencepiece --sentencepiece-model "$DATA/spm/spm.model" \
+    --beam 5 --batch-size 64 --required-batch-size-multiple 1 --cpu --bpe sentencepiece \
+    --sentencepiece-model "$DATA/spm/spm.model" \
     > "$WORK/gen.$name.txt" 2> "$WORK/gen.$name.log"
   python -c "print(round($(date +%s.%N) - $start, 2))" > "$WORK/time.$name"
   grep ^D- "$WORK/gen.$name.txt" | sort -t- -k2 -n | cut -f3 > "$WORK/hyp.$name.en"
