@@ -28,7 +28,6 @@ if [[ ! -f $WORK/checkpoints/.done-$MAX_UPDATE ]]; then
   fairseq-train "$DATA/bin" --user-dir "$ROOT/dsp_fairseq" \
     --arch transformer_dsp_small --share-all-embeddings --heads-to-keep $K \
     --criterion dsp_label_smoothed_cross_entropy --label-smoothing 0.1 \
-    --init-temperature 0.1 --final-temperature 1e-8 --anneal-updates $((MAX_UPDATE * 3 / 4)) \
     --optimizer adam --adam-betas '(0.9, 0.98)' --lr 1e-3 --lr-scheduler inverse_sqrt \
     --warmup-updates 100 --weight-decay 1e-4 --dropout 0.2 --max-tokens 4096 \
     --max-update "$MAX_UPDATE" --save-dir "$WORK/checkpoints" --no-epoch-checkpoints \

@@ -30,6 +30,7 @@ COLUMNS = [
     "params_unpruned",
     "sacrebleu",
     "tok_bleu",
+    "valid_sacrebleu",
     "sacrebleu_signature",
     "checkpoint",
     "seconds",
@@ -85,11 +86,14 @@ def make_row(
     strip_report: Optional[str] = None,
     checkpoint: Optional[str] = None,
     seconds: Optional[float] = None,
+    valid_score: Optional[dict] = None,
 ) -> dict:
     row = {c: None for c in COLUMNS}
     row.update(method=method, heads_to_keep=k, checkpoint=checkpoint, seconds=seconds)
     for key in ("sacrebleu", "tok_bleu", "sacrebleu_signature"):
         row[key] = score[key]
+    if valid_score is not None:
+        row["valid_sacrebleu"] = valid_score["sacrebleu"]
     if strip_report:
         row.update(parse_strip_report(strip_report))
     return row
@@ -104,6 +108,7 @@ def main(argv=None) -> int:
     parser.add_argument("--method")
     parser.add_argument("--k", type=int)
     parser.add_argument("--score", help="score JSON written by bleu_eval.py")
+    parser.add_argument("--valid-score", help="the same on the validation set (optional)")
     parser.add_argument("--strip-report", help="dsp-strip's printed table")
     parser.add_argument("--checkpoint")
     parser.add_argument("--seconds", type=float)
@@ -128,6 +133,12 @@ def main(argv=None) -> int:
         sys.exit(f"results_table.py: error: score file {args.score} not found")
     with open(args.score, encoding="utf-8") as f:
         score = json.load(f)
+    valid_score = None
+    if args.valid_score:
+        if not os.path.isfile(args.valid_score):
+            sys.exit(f"results_table.py: error: score file {args.valid_score} not found")
+        with open(args.valid_score, encoding="utf-8") as f:
+            valid_score = json.load(f)
     report = None
     if args.strip_report and os.path.isfile(args.strip_report):
         with open(args.strip_report, encoding="utf-8") as f:
@@ -135,7 +146,9 @@ def main(argv=None) -> int:
     rows = [
         r for r in rows if not (r["method"] == args.method and int(r["heads_to_keep"]) == args.k)
     ]
-    rows.append(make_row(args.method, args.k, score, report, args.checkpoint, args.seconds))
+    rows.append(
+        make_row(args.method, args.k, score, report, args.checkpoint, args.seconds, valid_score)
+    )
     folder = os.path.dirname(os.path.abspath(args.table))
     if not os.path.isdir(folder):
         sys.exit(f"results_table.py: error: folder {folder} does not exist")

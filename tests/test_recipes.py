@@ -15,6 +15,7 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -446,7 +447,19 @@ def test_sweep_pipelined_run_trained_only_gates_for_one_epoch(sweep):
     log = (work / "sweep/runs/dsp-k12/train.log").read_text()
     assert "loading pretrained model" in log and "gate_temperature" in log
     args = (work / "sweep/pipelined.args").read_text().split()
-    assert args[:2] == ["--arch", "transformer_dsp"] and "--anneal-updates" in args
+    assert args[:2] == ["--arch", "transformer_dsp"] and "--anneal-updates" not in args
+    # The criterion anneals over the whole epoch, which it counted itself: the run's last
+    # update is the number it logged (--gate-args set t0 = 0.9; the schedule's t_end = 1e-3).
+    anneal = re.search(
+        r"gate temperature 0\.9 -> 0\.001 over (\d+) updates \(100% of the run's (\d+) "
+        r"updates, --max-epoch 1 x (\d+) updates per epoch",
+        log,
+    )
+    assert anneal, "no anneal-length line in the gate-training log"
+    epoch = [
+        json.loads(line.split("| train | ")[1]) for line in log.splitlines() if "| train | " in line
+    ]
+    assert int(anneal[1]) == int(anneal[2]) == int(anneal[3]) == int(epoch[-1]["train_num_updates"])
     assert (work / "sweep/runs/dsp-k12/checkpoint_1_4.pt").is_file()  # --snapshot-interval
     assert "heads kept: 12 of 36" in (work / "sweep/runs/dsp-k12/strip.txt").read_text()
 
@@ -568,3 +581,110 @@ def test_recipes_fail_clearly_on_missing_inputs(tmp_path, sweep):
         "bash", RECIPES / "train-dsp-joint.sh", "--data", data, "--save-dir", tmp_path, check=False
     )
     assert no_k.returncode == 1 and "--heads-to-keep is required" in no_k.stderr
+
+
+def test_finetune_rows_keep_the_heads_and_score_test_and_valid(sweep, tmp_path):
+    """METHOD+ft fine-tunes METHOD's stripped model with its heads fixed; --valid adds
+    the validation BLEU; the fine-tuned checkpoint loads in fairseq-generate."""
+    import torch
+
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    work, _ = sweep
+    out = tmp_path / "sw"
+    proc = run(
+        "bash", RECIPES / "sweep.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
+        "--methods", "random,random+ft", "--ks", "12", "--finetune-updates", "6", "--valid",
+        "--train-args", TRAIN, "--gen-args", GEN, "--no-plots",
+    )  # fmt: skip
+    assert "fine-tune" in proc.stdout and "6 updates" in proc.stdout
+    rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
+    assert set(rows) == {"random", "random+ft"}
+    for r in rows.values():
+        assert r["heads_kept"] == 12 and 0 <= float(r["valid_sacrebleu"]) <= 100
+    assert (out / "baseline.valid.json").is_file()
+    before = load_checkpoint(str(out / "runs/random-k12/pruned.pt"))
+    after = load_checkpoint(str(out / "runs/random+ft-k12/pruned.pt"))
+    assert model_args(after).stripped_heads == model_args(before).stripped_heads
+    assert int(after["extra_state"]["train_iterator"]["iterations_in_epoch"]) > 0
+    shapes = {k: v.shape for k, v in before["model"].items()}
+    assert {k: v.shape for k, v in after["model"].items()} == shapes  # same heads, no gate
+    moved = [k for k in shapes if not torch.equal(before["model"][k], after["model"][k])]
+    assert any("self_attn.q_proj" in k for k in moved)  # the weights were trained
+    assert len((out / "runs/random+ft-k12/eval/hyp.detok.en").read_text().splitlines()) == N_TEST
+    bad = run(
+        "bash", RECIPES / "sweep.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--out", tmp_path / "sw2",
+        "--preset", "cpu-small", "--methods", "dsp+ft", "--ks", "12", "--no-plots",
+        "--gen-args", GEN, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 1 and "list dsp before dsp+ft" in bad.stderr
+
+
+def test_smallest_passing_bisects_the_candidates():
+    from dsp_fairseq.cli.pick_k import default_candidates, smallest_passing
+
+    asked = []
+
+    def at_least(threshold):
+        def passes(k):
+            asked.append(k)
+            return k >= threshold
+
+        return passes
+
+    ks = default_candidates(72)
+    assert ks == [9, 18, 27, 36, 45, 54, 63]
+    for threshold, expected in [(1, 9), (20, 27), (63, 63), (64, None), (36, 36)]:
+        asked.clear()
+        assert smallest_passing(ks, at_least(threshold)) == expected
+        assert len(asked) <= 3 and len(set(asked)) == len(asked)  # log2(8) probes, no repeats
+
+
+def test_pick_k_end_to_end_strips_the_chosen_k(sweep, tmp_path):
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    work, _ = sweep
+    base = work / "baseline/checkpoint_best.pt"
+    common = ["dsp-pick-k", "--data", work / "data", "--base", base, "--out", tmp_path / "pk",
+              "--gate-args", f"{TRAIN} {GATE_ARGS}", "--gen-args", GEN]  # fmt: skip
+    # tolerance 100 BLEU: every K passes, so bisection goes down to the smallest candidate
+    proc = run(*common, "--ks", "6,12,24", "--tolerance", "100")
+    result = json.loads((tmp_path / "pk/pick.json").read_text())
+    assert result["chosen_k"] == 6 and [p["k"] for p in result["probes"]] == [6, 12]
+    assert result["total_heads"] == 36 and "probe 2 (at most 2): K = 6" in proc.stdout
+    assert "| 6 |" in (tmp_path / "pk/pick.md").read_text()
+    assert is_png(tmp_path / "pk/frontier.png") and is_svg(tmp_path / "pk/frontier.svg")
+    assert "heads kept: 6 of 36" in (tmp_path / "pk/runs/dsp-k6/strip.txt").read_text()
+    chosen = model_args(load_checkpoint(str(tmp_path / "pk/pruned.pt")))
+    assert chosen.stripped_heads
+    # rerun: every probe is reused (nothing retrained)
+    again = run(*common, "--ks", "6,12,24", "--tolerance", "100")
+    assert (
+        "pipelined pruning:" not in again.stdout
+        and json.loads((tmp_path / "pk/pick.json").read_text()) == result
+    )
+    bad = run(*common, "--ks", "6,99", check=False)
+    assert bad.returncode == 2 and "--ks must lie in [1, 36]" in bad.stderr
+
+
+def test_frontier_bench_times_every_stripped_row(sweep, tmp_path):
+    work, _ = sweep
+    run(
+        sys.executable, ROOT / "bench/frontier_bench.py", "--data", work / "data/bin",
+        "--base", work / "baseline/checkpoint_best.pt", "--table", work / "sweep/results.json",
+        "--out", tmp_path / "f", "--sentences", "8", "--batch", "4", "--fixed-steps", "3",
+        "--reps", "1", "--threads", "1",
+    )  # fmt: skip
+    result = json.loads((tmp_path / "f/frontier.json").read_text())
+    assert sorted((r["method"], r["k"]) for r in result["rows"]) == [
+        (m, k) for m in sorted(METHODS) for k in KS
+    ]
+    base = json.loads((work / "sweep/baseline.json").read_text())
+    assert result["unpruned"]["sacrebleu"] == base["sacrebleu"]
+    for r in result["rows"]:
+        assert r["speedup_fixed"] > 0 and r["speedup_free"] > 0
+    params = {(r["method"], r["k"]): r["parameters"] for r in result["rows"]}
+    assert params[("dsp", 6)] < params[("dsp", 12)]  # fewer heads, fewer weights
+    assert is_png(tmp_path / "f/frontier.png") and is_svg(tmp_path / "f/frontier.svg")

@@ -3,32 +3,38 @@
 # itself stays frozen), then strip the heads the best gates drop.
 #
 #   prune-pipelined.sh --data DIR --base BASE.pt --heads-to-keep K --save-dir DIR
-#                      [--gate-type dsp|dsp-st|ste|hard-concrete] [--preset iwslt|cpu-small]
-#                      [--l0-penalty X] [--anneal-updates N] [--validate-interval N]
-#                      [--snapshot-interval N] [--args-file F] [--seed S] [--train-args "ARGS"]
-#                      [-- FAIRSEQ-TRAIN-ARGS...]
+#                      [--gate-type dsp|dsp-st|ste|hard-concrete] [--schedule pipelined|reference]
+#                      [--preset iwslt|cpu-small] [--l0-penalty X] [--anneal-updates N]
+#                      [--validate-interval N|auto] [--snapshot-interval N] [--args-file F]
+#                      [--seed S] [--train-args "ARGS"] [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
 #                   transformer_dsp); the gated model takes its shape from it
 # --gate-type       dsp (default), dsp-st, ste or hard-concrete
-# --anneal-updates  temperature annealing length (default: the updates of one epoch)
+# --schedule        gate-training schedule (default pipelined, the best measured one):
+#                     pipelined  1024-token batches, temperature 1 -> 1e-3, gate lr 0.05
+#                     reference  the DSP reference code: the preset's batches (4096 tokens),
+#                                temperature 0.1 -> 1e-8, gate lr 0.2
+#                   --train-args (e.g. --max-tokens, --init-temperature, --gate-lr) override it
+# --anneal-updates  temperature annealing length (default: the whole run, one epoch; the
+#                   criterion computes it from the data, batch size and world size)
 # --l0-penalty      weight of the gate penalty (hard-concrete), per target token
-# --validate-interval N  validate every N updates, not only at the end of the epoch;
-#                   validation uses the test mask (hard top-K), and the gates of the best
-#                   validation (checkpoint_best.pt) are the ones stripped
+# --validate-interval N|auto  validate under the test mask (hard top-K) every N updates and
+#                   strip the gates of the best validation (checkpoint_best.pt); auto
+#                   (default) = a tenth of the epoch; 0 = only at the end of the epoch
 # --snapshot-interval N  also keep a checkpoint every N updates (for dsp-plot-gates);
 #                   validates at that interval too
-# --args-file F     model-shape and --anneal-updates arguments computed before by
+# --args-file F     model-shape arguments computed before by
 #                   python -m dsp_fairseq.recipes.pipelined_args (a sweep reuses them)
 # --preset          optimisation settings (the learning rate only matters to the gates'
-#                   Adam state: gate logits train at --gate-lr, 0.2); default $PRESET or iwslt
+#                   Adam state: gate logits train at --gate-lr); default $PRESET or iwslt
 # Output: SAVE_DIR/checkpoint_{best,last}.pt (gated), SAVE_DIR/pruned.pt (stripped),
 # SAVE_DIR/strip.txt, SAVE_DIR/train.log. Finished steps are skipped on a rerun.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
-ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=0
+ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -37,6 +43,7 @@ while [[ $# -gt 0 ]]; do
     --heads-to-keep) K=$2; shift 2 ;;
     --save-dir) SAVE=$2; shift 2 ;;
     --gate-type) GATE=$2; shift 2 ;;
+    --schedule) SCHEDULE=$2; shift 2 ;;
     --preset) PRESET=$2; shift 2 ;;
     --l0-penalty) L0=$2; shift 2 ;;
     --anneal-updates) ANNEAL=$2; shift 2 ;;
@@ -59,22 +66,33 @@ need_data "$DATA"
 need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
 preset_args "$PRESET" optim
+case $SCHEDULE in
+  pipelined) SCHEDULE_ARGS=(--max-tokens 1024) ;;  # 4x the updates of the preset's batches
+  reference) SCHEDULE_ARGS=() ;;
+  *) die "--schedule must be pipelined or reference, not '$SCHEDULE'" ;;
+esac
 split_words USER_ARGS "$TRAIN_ARGS"
 ALL_USER=("${USER_ARGS[@]}" "${EXTRA[@]}")
+TRAIN_ALL=("${PRESET_ARGS[@]}" "${SCHEDULE_ARGS[@]}" "${ALL_USER[@]}")
 mkdir -p "$SAVE"
 
 if [[ ! -f $SAVE/.done ]]; then
   if [[ -z $ARGS_FILE ]]; then
-    max_tokens=$(last_value --max-tokens "${PRESET_ARGS[@]}" "${ALL_USER[@]}")
-    update_freq=$(last_value --update-freq "${PRESET_ARGS[@]}" "${ALL_USER[@]}")
     ARGS_FILE=$SAVE/pipelined.args
-    python -m dsp_fairseq.recipes.pipelined_args --base "$BASE" --data "$DATA/bin" \
-      --max-tokens "$max_tokens" --update-freq "${update_freq:-1}" --gate-type "$GATE" \
+    python -m dsp_fairseq.recipes.pipelined_args --base "$BASE" --gate-type "$GATE" \
       > "$ARGS_FILE.tmp" || die "cannot set up pipelined pruning of $BASE (see above)"
     mv "$ARGS_FILE.tmp" "$ARGS_FILE"
   fi
   mapfile -t SHAPE < "$ARGS_FILE"
   [[ -n $ANNEAL ]] && SHAPE+=(--anneal-updates "$ANNEAL")
+  if [[ $VALIDATE == auto ]]; then
+    max_tokens=$(last_value --max-tokens "${TRAIN_ALL[@]}")
+    update_freq=$(last_value --update-freq "${TRAIN_ALL[@]}")
+    epoch=$(python -m dsp_fairseq.recipes.pipelined_args --epoch-updates --data "$DATA/bin" \
+      --base "$BASE" --max-tokens "$max_tokens" --update-freq "${update_freq:-1}") \
+      || die "cannot count the updates of one epoch of $DATA/bin (see above)"
+    VALIDATE=$(( (epoch + 9) / 10 ))
+  fi
   [[ $SNAP =~ ^[0-9]+$ && $VALIDATE =~ ^[0-9]+$ ]] \
     || die "--snapshot-interval and --validate-interval take a number of updates"
   # fairseq validates (and updates checkpoint_best.pt) whenever it saves an interval checkpoint.
@@ -84,13 +102,12 @@ if [[ ! -f $SAVE/.done ]]; then
   elif [[ $VALIDATE -gt 0 ]]; then
     snap=(--save-interval-updates "$VALIDATE" --keep-interval-updates 1)
   fi
-  say "pipelined pruning: $GATE gates, K=$K, one epoch on frozen $BASE -> $SAVE"
+  say "pipelined pruning: $GATE gates, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates, one epoch on frozen $BASE -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
-    "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \
-    --gate-type "$GATE" --heads-to-keep "$K" \
-    --criterion dsp_label_smoothed_cross_entropy --init-temperature 0.1 \
-    --final-temperature 1e-8 --l0-penalty "$L0" --max-epoch 1 --max-update 0 \
+    "${SCHEDULE_ARGS[@]}" "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \
+    --gate-type "$GATE" --gate-schedule "$SCHEDULE" --heads-to-keep "$K" \
+    --criterion dsp_label_smoothed_cross_entropy --l0-penalty "$L0" --max-epoch 1 --max-update 0 \
     --save-dir "$SAVE" --no-epoch-checkpoints "${snap[@]}" --seed "$SEED" --log-format json \
     "${ALL_USER[@]}"
   touch "$SAVE/.done"

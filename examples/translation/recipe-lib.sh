@@ -34,7 +34,7 @@ need_value() { [[ -n $2 ]] || die "$1 is required (see --help)"; }
 need_data() {
   local data=$1 hint="run examples/translation/prepare-multi30k.sh or prepare-iwslt14.sh first"
   need_dir "$data" "$hint"
-  need_file "$data/bin/dict.en.txt" "not a prepared corpus folder; $hint"
+  compgen -G "$data/bin/dict.*.txt" >/dev/null || die "$data/bin has no dict.*.txt: not a prepared corpus folder; $hint"
   need_file "$data/spm/spm.model" "$hint"
 }
 

@@ -20,7 +20,8 @@
 # --train-args   fairseq-train arguments for every training run (baseline and gates)
 # --gate-args    fairseq-train arguments for pipelined gate training only (see sweep.sh)
 # --joint-args   fairseq-train arguments for joint-dsp only (e.g. --max-update 500)
-# --validate-interval N  pipelined runs validate every N updates, strip their best gates
+# --validate-interval N|auto  pipelined runs validate every N updates, strip their best gates
+#                (default auto: a tenth of the epoch)
 # --gen-args     fairseq-generate arguments
 # --importance-args  dsp-importance arguments (importance method)
 set -euo pipefail
@@ -28,7 +29,7 @@ set -euo pipefail
 
 CORPUS="" WORK="" SRC_DIR=${MULTI30K_DIR:-} ARCHIVE="" METHODS=dsp,ste,hard-concrete,importance,random
 KS="" VOCAB="" BASE_UPDATES="" MODEL_ARGS="" TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS=""
-IMP_ARGS="" SNAP=0 VALIDATE=0 SEED=1
+IMP_ARGS="" SNAP=0 VALIDATE=auto SEED=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --corpus) CORPUS=$2; shift 2 ;;

@@ -4,24 +4,36 @@
 #   sweep.sh --data DIR --base BASE.pt --out DIR [--methods LIST] [--ks LIST]
 #            [--preset iwslt|cpu-small] [--seed S] [--l0-penalty X] [--snapshot-interval N]
 #            [--validate-interval N] [--train-args "ARGS"] [--gate-args "ARGS"]
-#            [--joint-args "ARGS"] [--gen-args "ARGS"]
+#            [--joint-args "ARGS"] [--gen-args "ARGS"] [--finetune-updates N] [--valid]
 #            [--importance-args "ARGS"] [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
 #              dsp, dsp-st, ste, hard-concrete   pipelined: gates trained one epoch on the
-#                                                frozen baseline (prune-pipelined.sh)
+#                                                frozen baseline (prune-pipelined.sh, its
+#                                                default "pipelined" schedule)
+#              dsp-ref                           DSP gates with the reference schedule
+#                                                (prune-pipelined.sh --schedule reference)
 #              importance, random                no training (prune-importance.sh)
+#              importance-iter                   iterative importance (dsp-importance
+#                                                --iterative, re-estimated down to K)
 #              joint-dsp                         DSP trained jointly from scratch
 #                                                (train-dsp-joint.sh; --joint-args)
+#              METHOD+ft (e.g. dsp+ft)           METHOD's stripped model of the same K after
+#                                                a short fine-tune with its kept heads fixed
+#                                                (finetune-pruned.sh, --finetune-updates N,
+#                                                default 270, the same for every method);
+#                                                list it after METHOD
 # --ks       comma-separated heads to keep (default 6,12,18,24,36,48)
 # --train-args  fairseq-train arguments for every training run (pipelined and joint)
-# --gate-args   fairseq-train arguments for pipelined gate training only (e.g.
-#               "--max-tokens 1024 --init-temperature 1 --final-temperature 1e-3")
+# --gate-args   fairseq-train arguments for pipelined gate training only; they override
+#               the schedule (e.g. "--max-tokens 2048 --gate-lr 0.1")
 # --joint-args  fairseq-train arguments for joint-dsp only (e.g. --max-update 20000)
 # --gen-args    fairseq-generate arguments (e.g. --max-len-b 50)
 # --importance-args  dsp-importance arguments (e.g. --max-batches 100)
+# --valid       also translate and score the validation set (column valid_sacrebleu)
 # --snapshot-interval N  keep gate checkpoints every N updates (gate-evolution plots)
-# --validate-interval N  pipelined runs validate every N updates and strip their best gates
+# --validate-interval N|auto  pipelined runs validate every N updates and strip their best
+#               gates (default auto: a tenth of the epoch; 0: at the end of the epoch only)
 # Output: OUT/results.csv and OUT/results.json (one row per method and K: heads kept,
 # parameters, sacreBLEU, tokenized BLEU), OUT/baseline.json (the unpruned model's scores),
 # OUT/runs/METHOD-kK/ (checkpoints, logs, translations), OUT/plots/ (BLEU vs heads kept,
@@ -31,7 +43,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
-PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=0 TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1
+PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 VALID=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -50,6 +62,8 @@ while [[ $# -gt 0 ]]; do
     --gen-args) GEN_ARGS=$2; shift 2 ;;
     --importance-args) IMP_ARGS=$2; shift 2 ;;
     --no-plots) PLOTS=0; shift ;;
+    --finetune-updates) FT_UPDATES=$2; shift 2 ;;
+    --valid) VALID=1; shift ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -71,24 +85,20 @@ R="python $ROOT/scripts/results_table.py"
 # Check every method before spending compute on any of them.
 gates=()
 for m in "${METHOD_LIST[@]}"; do
-  case $m in
-    dsp|dsp-st|ste|hard-concrete) gates+=("$m") ;;
+  case ${m%+ft} in
+    dsp|dsp-ref|dsp-st|ste|hard-concrete) [[ $m == *+ft ]] || gates+=("$m") ;;
     joint-dsp) ;;
-    importance) need_tool dsp-importance ;;
+    importance|importance-iter) need_tool dsp-importance ;;
     random) dsp-strip --help 2>/dev/null | grep -q -- --random \
               || die "method random: this dsp-strip has no --random option (pip install -e .)" ;;
-    *) die "unknown method '$m'; choose from dsp, dsp-st, ste, hard-concrete, importance, random, joint-dsp" ;;
+    *) die "unknown method '$m'; choose from dsp, dsp-ref, dsp-st, ste, hard-concrete, importance, importance-iter, random, joint-dsp, or one of them followed by +ft" ;;
   esac
 done
 mkdir -p "$OUT/runs"
 if [[ ${#gates[@]} -gt 0 && ! -s $OUT/pipelined.args ]]; then
-  split_words USER_ARGS "$TRAIN_ARGS $GATE_ARGS"
-  max_tokens=$(last_value --max-tokens "${PRESET_ARGS[@]}" "${USER_ARGS[@]}")
-  update_freq=$(last_value --update-freq "${PRESET_ARGS[@]}" "${USER_ARGS[@]}")
-  say "model shape of $BASE and updates per epoch"
-  python -m dsp_fairseq.recipes.pipelined_args --base "$BASE" --data "$DATA/bin" \
-    --max-tokens "$max_tokens" --update-freq "${update_freq:-1}" \
-    --gate-type "$(IFS=,; echo "${gates[*]}")" > "$OUT/pipelined.args.tmp" \
+  say "model shape of $BASE"
+  python -m dsp_fairseq.recipes.pipelined_args --base "$BASE" \
+    --gate-type "$(IFS=,; echo "${gates[*]}" | sed 's/dsp-ref/dsp/g')" > "$OUT/pipelined.args.tmp" \
     || die "cannot set up pipelined pruning (see above)"
   mv "$OUT/pipelined.args.tmp" "$OUT/pipelined.args"
 fi
@@ -97,6 +107,11 @@ say "unpruned baseline"
 bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$BASE" --out "$OUT/baseline" \
   --gen-args "$GEN_ARGS"
 cp -p "$OUT/baseline/score.json" "$OUT/baseline.json"  # -p: plots stay up to date
+if [[ $VALID == 1 ]]; then
+  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$BASE" --out "$OUT/baseline/valid" \
+    --subset valid --gen-args "$GEN_ARGS"
+  cp -p "$OUT/baseline/valid/score.json" "$OUT/baseline.valid.json"
+fi
 
 for m in "${METHOD_LIST[@]}"; do
   for k in "${K_LIST[@]}"; do
@@ -109,9 +124,20 @@ for m in "${METHOD_LIST[@]}"; do
     start=$SECONDS
     say "== $m, K=$k"
     case $m in
-      dsp|dsp-st|ste|hard-concrete)
+      *+ft)
+        source_ckpt=$OUT/runs/${m%+ft}-k$k/pruned.pt
+        need_file "$source_ckpt" "method $m fine-tunes ${m%+ft}'s model: list ${m%+ft} before $m"
+        bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$source_ckpt" \
+          --save-dir "$row" --max-update "$FT_UPDATES" --preset "$PRESET" --seed "$SEED" \
+          --train-args "$TRAIN_ARGS"
+        report=$OUT/runs/${m%+ft}-k$k/strip.txt
+        [[ -f $report ]] || report=$OUT/runs/${m%+ft}-k$k/pruned.strip.txt
+        ckpt=$row/pruned.pt ;;
+      dsp|dsp-ref|dsp-st|ste|hard-concrete)
+        gate=$m schedule=pipelined
+        [[ $m == dsp-ref ]] && gate=dsp schedule=reference
         bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
-          --gate-type "$m" --save-dir "$row" --preset "$PRESET" --l0-penalty "$L0" \
+          --gate-type "$gate" --schedule "$schedule" --save-dir "$row" --preset "$PRESET" --l0-penalty "$L0" \
           --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" \
           --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS"
         ckpt=$row/pruned.pt report=$row/strip.txt ;;
@@ -119,18 +145,25 @@ for m in "${METHOD_LIST[@]}"; do
         bash "$RECIPES/train-dsp-joint.sh" --data "$DATA" --heads-to-keep "$k" --save-dir "$row" \
           --preset "$PRESET" --seed "$SEED" --train-args "$TRAIN_ARGS $JOINT_ARGS"
         ckpt=$row/pruned.pt report=$row/strip.txt ;;
-      importance|random)
-        opts=()
+      importance|importance-iter|random)
+        opts=() scores=$OUT/importance.json imp=$IMP_ARGS
         [[ $m == random ]] && opts=(--random --seed "$SEED")
+        # iterative importance: its own scores per K (heads masked step by step down to K)
+        [[ $m == importance-iter ]] && scores=$row/importance.json imp="$IMP_ARGS --iterative --heads-to-keep $k"
         bash "$RECIPES/prune-importance.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
-          --output "$row/pruned.pt" --scores "$OUT/importance.json" \
-          --importance-args "$IMP_ARGS" "${opts[@]}"
+          --output "$row/pruned.pt" --scores "$scores" --importance-args "$imp" "${opts[@]}"
         ckpt=$row/pruned.pt report=$row/pruned.strip.txt ;;
     esac
     bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$ckpt" --out "$row/eval" \
       --gen-args "$GEN_ARGS"
+    valid=()
+    if [[ $VALID == 1 ]]; then
+      bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$ckpt" --out "$row/eval-valid" \
+        --subset valid --gen-args "$GEN_ARGS"
+      valid=(--valid-score "$row/eval-valid/score.json")
+    fi
     $R add --table "$TABLE" --method "$m" --k "$k" --score "$row/eval/score.json" \
-      --strip-report "$report" --checkpoint "$ckpt" --seconds $((SECONDS - start))
+      "${valid[@]}" --strip-report "$report" --checkpoint "$ckpt" --seconds $((SECONDS - start))
   done
 done
 

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""BLEU against decoding speed-up for every stripped model of a sweep: the frontier to pick K from.
+
+Every stripped checkpoint of a sweep's results table (and fairseq's own removal, if given)
+is timed against the unpruned model in one process, round-robin on the same test sentences
+(round 0 is a warm-up; median over the rounds), beam 5 at batch 64, in two workloads:
+length-controlled (every hypothesis exactly --fixed-steps tokens, so the speed-up is the
+model's, not its output length's) and free decoding. The plot shows sacreBLEU on test against
+the length-controlled speed-up, one line per method; the unpruned model is the point (1, BLEU).
+
+    python bench/frontier_bench.py --data work/converged/data/bin \
+        --base work/converged/baseline/checkpoint_best.pt --table work/converged/sweep/results.json \
+        [--fairseq-table work/converged/fairseq-prune/results.json] --out bench/converged/frontier
+
+Writes OUT/frontier.json, OUT/frontier.md and OUT/frontier.{png,svg}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+import speed_bench as sb  # noqa: E402
+
+from bench.common import machine, quiet_fairseq  # noqa: E402
+
+
+def load_model(path: str, task):
+    """Any checkpoint (stock, gated or stripped) as the model it was saved as, in eval mode."""
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    state = load_checkpoint(path)
+    model = task.build_model(copy.copy(model_args(state)))
+    model.load_state_dict(state["model"], strict=True)
+    return model.eval()
+
+
+def rows_of(table: str, label: str | None = None) -> list:
+    with open(table, encoding="utf-8") as f:
+        rows = json.load(f)
+    out = []
+    for r in rows:
+        # fairseq_prune_quality.py's rows name no checkpoint: it lies in OUT/kK/pruned.pt
+        ckpt = r.get("checkpoint") or os.path.join(
+            os.path.dirname(table), f"k{r.get('k')}", "pruned.pt"
+        )
+        if not os.path.isfile(ckpt) or r.get("sacrebleu") is None:
+            continue
+        out.append(
+            {
+                "method": label or r["method"],
+                "k": int(r.get("heads_to_keep") or r.get("k")),
+                "sacrebleu": float(r["sacrebleu"]),
+                "checkpoint": ckpt,
+            }
+        )
+    return out
+
+
+def time_models(models: dict, task, ds, fixed: int, args) -> dict:
+    """Median seconds of each model on the same batches, interleaved by rounds."""
+    batches = sb.make_batches(ds, args.sentences, args.batch)
+    gens = {key: sb.make_generator(m, task, 5, fixed) for key, m in models.items()}
+    seconds = {key: [] for key in models}
+    for rnd in range(args.reps + 1):
+        for key, model in models.items():
+            sec, *_ = sb.decode_pass(gens[key], model, batches)
+            if rnd:
+                seconds[key].append(sec)
+    return {key: statistics.median(v) for key, v in seconds.items()}
+
+
+def plot(result: dict, output: str) -> None:
+    from dsp_fairseq.plots.common import plt, save_figure
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    base = result["unpruned"]
+    by_method: dict = {}
+    for r in result["rows"]:
+        by_method.setdefault(r["method"], []).append(r)
+    for method, rows in sorted(by_method.items()):
+        rows = sorted(rows, key=lambda r: r["speedup_fixed"])
+        ax.plot(
+            [1.0] + [r["speedup_fixed"] for r in rows],
+            [base["sacrebleu"]] + [r["sacrebleu"] for r in rows],
+            "o-",
+            label=method,
+        )
+        for r in rows:
+            ax.annotate(f"K={r['k']}", (r["speedup_fixed"], r["sacrebleu"]), fontsize=7)
+    ax.plot([1.0], [base["sacrebleu"]], "k*", ms=12, label="unpruned")
+    ax.set_xlabel(f"decode speed-up over unpruned (beam 5, batch {result['batch']}, fixed length)")
+    ax.set_ylabel("sacreBLEU (test)")
+    ax.set_title("BLEU against speed: pick the K on the upper-right frontier")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, output)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", required=True, help="fairseq binary folder")
+    parser.add_argument("--base", required=True, help="the unpruned checkpoint")
+    parser.add_argument("--base-score", help="its score.json (default: beside the table)")
+    parser.add_argument("--table", required=True, help="sweep results.json")
+    parser.add_argument("--fairseq-table", help="bench/fairseq_prune_quality.py results.json")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--sentences", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--fixed-steps", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    quiet_fairseq()
+    sb._plugin()
+    rows = rows_of(args.table)
+    if args.fairseq_table:
+        rows += rows_of(args.fairseq_table, "fairseq-removal")
+    if not rows:
+        sys.exit(f"frontier_bench.py: error: {args.table} has no row with a checkpoint on disk")
+    score_path = args.base_score or os.path.join(os.path.dirname(args.table), "baseline.json")
+    with open(score_path, encoding="utf-8") as f:
+        base_bleu = float(json.load(f)["sacrebleu"])
+    _, task, ds = sb.load_test_setup(args.base, args.data)
+    models = {"unpruned": load_model(args.base, task)}
+    for r in rows:
+        models[(r["method"], r["k"])] = load_model(r["checkpoint"], task)
+    print(f"timing {len(models)} models, {args.reps} rounds + warm-up", flush=True)
+    fixed = time_models(models, task, ds, args.fixed_steps, args)
+    free = time_models(models, task, ds, 0, args)
+    for r in rows:
+        key = (r["method"], r["k"])
+        r["speedup_fixed"] = fixed["unpruned"] / fixed[key]
+        r["speedup_free"] = free["unpruned"] / free[key]
+        r["parameters"] = sum(p.numel() for p in models[key].parameters())
+    result = {
+        "machine": machine(args.threads),
+        "batch": args.batch,
+        "beam": 5,
+        "sentences": args.sentences,
+        "fixed_steps": args.fixed_steps,
+        "reps": args.reps,
+        "unpruned": {"sacrebleu": base_bleu, "median_s_fixed": fixed["unpruned"]},
+        "rows": sorted(rows, key=lambda r: (r["method"], r["k"])),
+    }
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "frontier.json.tmp"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    os.replace(os.path.join(args.out, "frontier.json.tmp"), os.path.join(args.out, "frontier.json"))
+    lines = [
+        f"Unpruned: {base_bleu:.2f} sacreBLEU. Speed-up: median of {args.reps} rounds, "
+        f"beam 5, batch {args.batch}, {args.sentences} test sentences, {args.threads} threads.",
+        "",
+        "| method | K | sacreBLEU | speed-up (fixed length) | speed-up (free) | parameters |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['method']} | {r['k']} | {r['sacrebleu']:.2f} | {r['speedup_fixed']:.2f}x | "
+            f"{r['speedup_free']:.2f}x | {r['parameters']:,} |"
+        )
+    with open(os.path.join(args.out, "frontier.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    plot(result, os.path.join(args.out, "frontier.png"))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Quality on a converged model (issue "Quality that holds on converged models"): Multi30k
+# De->En, a 3+3-layer 256/1024 Transformer with 8 heads per attention (72 heads, head dim
+# 32, the paper's head count), trained until validation loss stops improving; then every
+# pruning method at K = 18, 36, 9 (H/4, H/2, H/8), stripped with dsp-strip and scored with
+# sacreBLEU on test_2016 and on valid; a short fine-tune of DSP, Hard Concrete and importance;
+# seeds at K = 18; fairseq's own head removal; joint DSP at K = 18; BLEU against decode
+# speed-up for every stripped model; the K that dsp-pick-k picks at 0.5 BLEU.
+#
+#   bash bench/run_converged_bench.sh [--work DIR] [--stage baseline|all]
+#
+# Resumable at every level: the baseline resumes from checkpoint_last.pt, every finished
+# (method, K) row is skipped. Rows run in the order of importance (DSP and the strongest
+# baselines first), so an interrupted run has the table's core. Wall times are appended to
+# WORK/wall_time.txt; tables and logs are copied to bench/converged/ after every stage.
+# CPU time here (2 cores): the baseline ~200 s per epoch; each pipelined row ~7 min with its
+# validations and two evaluations, each fine-tune ~7 min, joint DSP as long as the baseline.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=$ROOT/work/converged STAGE=all
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --work) WORK=$2; shift 2 ;;
+    --stage) STAGE=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_converged_bench.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
+  esac
+done
+RECIPES=$ROOT/examples/translation
+OUT=$ROOT/bench/converged
+mkdir -p "$WORK" "$OUT"
+timed() {  # timed LABEL CMD...: run, append the wall time, copy what exists to bench/
+  local label=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "$label: $((SECONDS - start)) s ($(date -u +%FT%TZ))" >> "$WORK/wall_time.txt"
+  publish
+}
+publish() {
+  cp "$WORK/wall_time.txt" "$OUT/"
+  [[ -f $WORK/baseline/train.log ]] && { grep -E '\| valid \|' "$WORK/baseline/train.log" > "$OUT/baseline-valid.log" || true; }
+  local f
+  for f in results.csv results.json baseline.json baseline.valid.json; do
+    [[ -f $WORK/sweep/$f ]] && cp "$WORK/sweep/$f" "$OUT/"
+  done
+  [[ -f $WORK/fairseq-prune/results.json ]] && cp "$WORK/fairseq-prune/results.json" "$OUT/fairseq_prune.json"
+  for f in "$WORK"/sweep-seed*/results.json; do
+    [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
+  done
+  return 0
+}
+
+# 1. data and the converged baseline (early stopping: 5 validations without a lower loss)
+BASE_ARGS="--encoder-attention-heads 8 --decoder-attention-heads 8 --max-epoch 80 --patience 5"
+timed data bash "$RECIPES/prepare-multi30k.sh" --out "$WORK/data" --vocab-size 8000
+if [[ ! -f $WORK/baseline/.done ]]; then
+  timed baseline bash "$RECIPES/train-baseline.sh" --data "$WORK/data" --save-dir "$WORK/baseline" \
+    --preset cpu-small --max-update 40000 --seed 1 --train-args "$BASE_ARGS"
+fi
+[[ $STAGE == baseline ]] && exit 0
+
+# 2. the table: every method x K, test and valid BLEU. Rows in the order of importance, so
+# that an interrupted run has the table's core: DSP (default and reference schedules) against
+# importance and fairseq's removal at H/4, then H/2 and H/8, then the other methods, then
+# the fine-tunes (each sweep call skips the rows already in the table).
+BASE=$WORK/baseline/checkpoint_best.pt
+SWEEP=(--data "$WORK/data" --base "$BASE" --preset cpu-small --valid
+       --importance-args "--max-batches 20" --finetune-updates 270)
+sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-plots "$@"; }
+timed rows-k18 sweep_rows --ks 18 --methods dsp,importance,dsp-ref
+timed fairseq-removal python "$ROOT/bench/fairseq_prune_quality.py" --data "$WORK/data" --base "$BASE" \
+  --ks 18,36 --out "$WORK/fairseq-prune"
+timed rows-k36-k9 sweep_rows --ks 36,9 --methods dsp,importance,dsp-ref
+timed rows-rest sweep_rows --ks 18,36,9 --methods random,hard-concrete,dsp-st,ste,importance-iter
+timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concrete+ft
+
+# 3. seeds at K = 18 for DSP and Hard Concrete (importance is deterministic: one run)
+for seed in 2 3; do
+  timed "seed$seed" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-seed$seed" --ks 18 \
+    --seed "$seed" --methods dsp,hard-concrete --no-plots
+done
+
+# 4. joint DSP at K = 18, as many updates as the baseline made
+updates=$(grep -E '\| train \|' "$WORK/baseline/train.log" | tail -n 1 \
+  | sed -E 's/.*"train_num_updates": "([0-9]+)".*/\1/')
+timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp \
+  --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
+
+# 5. BLEU against decode speed-up for every stripped model (one process, round-robin)
+timed frontier python "$ROOT/bench/frontier_bench.py" --data "$WORK/data/bin" --base "$BASE" \
+  --table "$WORK/sweep/results.json" --fairseq-table "$WORK/fairseq-prune/results.json" \
+  --out "$OUT/frontier"
+
+# 6. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
+timed pick-k dsp-pick-k --data "$WORK/data" --base "$BASE" --out "$WORK/pick-k" --tolerance 0.5
+mkdir -p "$OUT/pick-k"
+cp "$WORK/pick-k/pick.json" "$WORK/pick-k/pick.md" "$WORK/pick-k/frontier.png" "$OUT/pick-k/"
+echo "tables and logs in $OUT"

@@ -1,0 +1,224 @@
+"""dsp-pick-k: the smallest number of heads whose pruned model stays within a BLEU tolerance.
+
+    dsp-pick-k --data work/multi30k/data --base baseline/checkpoint_best.pt \\
+        --out work/pick --tolerance 0.5 [--ks 9,18,27,36,45,54,63] [--preset cpu-small]
+
+For a trained (unpruned) checkpoint, it prunes with pipelined DSP
+(``examples/translation/prune-pipelined.sh``, its default schedule) at a few K,
+scores each stripped model with sacreBLEU on the validation set
+(``evaluate.sh --subset valid``; the test set is never used to choose) and
+bisects the candidate list for the smallest K whose BLEU is at most
+``--tolerance`` below the unpruned model's. This assumes BLEU does not fall as K
+grows; every probed K is reported, so a violation is visible in the table.
+
+Writes OUT/pick.json (the unpruned score, every probed K, the choice),
+OUT/pick.md (the table), OUT/frontier.{png,svg} (validation BLEU against K, with
+the tolerance band) and OUT/pruned.pt (the chosen stripped model). Each probe
+is a resumable recipe run under OUT/runs/dsp-kK, so an interrupted search
+continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Callable, Dict, List, Optional, Sequence
+
+PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPES = os.path.join(os.path.dirname(PACKAGE), "examples", "translation")
+
+
+def smallest_passing(candidates: Sequence[int], passes: Callable[[int], bool]) -> Optional[int]:
+    """Bisection: the smallest candidate for which ``passes`` holds, assuming monotonicity.
+
+    ``candidates`` must be sorted; ``passes`` is called O(log n) times. None when even the
+    largest candidate fails.
+    """
+    lo, hi = -1, len(candidates)  # candidates[lo] fails, candidates[hi] passes (virtual ends)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if passes(candidates[mid]):
+            hi = mid
+        else:
+            lo = mid
+    return candidates[hi] if hi < len(candidates) else None
+
+
+def default_candidates(total_heads: int) -> List[int]:
+    """H/8, 2H/8, ..., 7H/8 (rounded, at least 1, no duplicates)."""
+    return sorted({max(1, round(total_heads * i / 8)) for i in range(1, 8)})
+
+
+def count_heads(base: str) -> int:
+    """Gated heads of an unpruned checkpoint: every encoder self-, decoder self- and cross-attention."""
+    from ..checkpoint_io import load_checkpoint, model_args
+
+    args = model_args(load_checkpoint(base))
+    if getattr(args, "stripped_heads", None):
+        raise ValueError(f"{base} is already stripped; start from the unpruned model")
+    return args.encoder_layers * args.encoder_attention_heads + 2 * (
+        args.decoder_layers * args.decoder_attention_heads
+    )
+
+
+def run_recipe(name: str, *args: str) -> None:
+    cmd = ["bash", os.path.join(RECIPES, name), *map(str, args)]
+    if subprocess.run(cmd).returncode != 0:
+        raise RuntimeError(f"{name} failed (its messages are above)")
+
+
+def valid_bleu(data: str, checkpoint: str, out: str, gen_args: str) -> float:
+    run_recipe(
+        "evaluate.sh", "--data", data, "--checkpoint", checkpoint, "--out", out,
+        "--subset", "valid", "--gen-args", gen_args,
+    )  # fmt: skip
+    with open(os.path.join(out, "score.json"), encoding="utf-8") as f:
+        return float(json.load(f)["sacrebleu"])
+
+
+def write_atomic(path: str, text: str) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+def table_markdown(result: dict) -> str:
+    lines = [
+        f"Unpruned: {result['unpruned_valid_sacrebleu']:.2f} sacreBLEU on valid "
+        f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU.",
+        "",
+        "| K | valid sacreBLEU | vs unpruned | within tolerance |",
+        "|---:|---:|---:|:---:|",
+    ]
+    for p in result["probes"]:
+        lines.append(
+            f"| {p['k']} | {p['valid_sacrebleu']:.2f} | {p['delta']:+.2f} | "
+            f"{'yes' if p['within'] else 'no'} |"
+        )
+    chosen = result["chosen_k"]
+    lines += ["", f"Chosen: K = {chosen}" if chosen else "No probed K is within the tolerance."]
+    return "\n".join(lines) + "\n"
+
+
+def plot_frontier(result: dict, output: str) -> List[str]:
+    from ..plots.common import plt, save_figure
+
+    probes = sorted(result["probes"], key=lambda p: p["k"])
+    base, tol = result["unpruned_valid_sacrebleu"], result["tolerance"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.axhspan(base - tol, base, color="tab:green", alpha=0.15, label=f"within {tol} BLEU")
+    ax.axhline(base, color="black", lw=1, ls="--", label="unpruned")
+    ax.plot([p["k"] for p in probes], [p["valid_sacrebleu"] for p in probes], "o-", label="DSP")
+    if result["chosen_k"]:
+        chosen = next(p for p in probes if p["k"] == result["chosen_k"])
+        ax.plot([chosen["k"]], [chosen["valid_sacrebleu"]], "r*", ms=14, label="chosen K")
+    ax.set_xlabel(f"heads kept (K of {result['total_heads']})")
+    ax.set_ylabel("sacreBLEU on valid")
+    ax.set_title("Pipelined DSP: validation BLEU against heads kept")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    return save_figure(fig, output)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="dsp-pick-k",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--data", required=True, help="prepared corpus folder (prepare-*.sh)")
+    parser.add_argument("--base", required=True, help="trained, unpruned checkpoint")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument(
+        "--tolerance", type=float, default=0.5, help="allowed BLEU loss on valid (default 0.5)"
+    )
+    parser.add_argument("--ks", help="candidate K, comma-separated (default H/8, 2H/8, ..., 7H/8)")
+    parser.add_argument("--preset", default="cpu-small", help="recipe preset (default cpu-small)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--gate-args", default="", help="more fairseq-train args for the gates")
+    parser.add_argument("--gen-args", default="", help="more fairseq-generate arguments")
+    args = parser.parse_args(argv)
+
+    def fail(message: str) -> int:
+        print(f"dsp-pick-k: error: {message}", file=sys.stderr)
+        return 2
+
+    if args.tolerance < 0:
+        return fail(f"--tolerance must be >= 0, got {args.tolerance}")
+    if not os.path.isdir(RECIPES):
+        return fail(f"the recipes folder {RECIPES} is missing; install from a source checkout")
+    if not os.path.isfile(args.base):
+        return fail(f"--base {args.base}: no such file")
+    try:
+        total = count_heads(args.base)
+    except Exception as err:  # a clear message for a wrong or broken checkpoint
+        return fail(f"--base {args.base}: {err}")
+    try:
+        ks = sorted({int(k) for k in args.ks.split(",")}) if args.ks else default_candidates(total)
+    except ValueError:
+        return fail(f"--ks {args.ks!r}: give comma-separated numbers")
+    if not ks or ks[0] < 1 or ks[-1] > total:
+        return fail(f"--ks must lie in [1, {total}] (the model has {total} heads)")
+    os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
+
+    def say(message: str) -> None:
+        print(f"== dsp-pick-k: {message}", flush=True)
+
+    try:
+        say(f"unpruned model on valid ({total} heads)")
+        base = valid_bleu(
+            args.data, args.base, os.path.join(args.out, "unpruned-valid"), args.gen_args
+        )
+        say(f"unpruned: {base:.2f}; candidates K = {ks}, tolerance {args.tolerance} BLEU")
+        probes: Dict[int, dict] = {}
+
+        def passes(k: int) -> bool:
+            say(f"probe {len(probes) + 1} (at most {len(ks).bit_length()}): K = {k}")
+            row = os.path.join(args.out, "runs", f"dsp-k{k}")
+            run_recipe(
+                "prune-pipelined.sh", "--data", args.data, "--base", args.base,
+                "--heads-to-keep", k, "--save-dir", row, "--preset", args.preset,
+                "--seed", args.seed, "--train-args", args.gate_args,
+            )  # fmt: skip
+            bleu = valid_bleu(
+                args.data, os.path.join(row, "pruned.pt"), os.path.join(row, "eval-valid"),
+                args.gen_args,
+            )  # fmt: skip
+            within = bleu >= base - args.tolerance
+            probes[k] = {"k": k, "valid_sacrebleu": bleu, "delta": bleu - base, "within": within}
+            say(f"K = {k}: {bleu:.2f} ({bleu - base:+.2f}) {'within' if within else 'outside'}")
+            return within
+
+        chosen = smallest_passing(ks, passes)
+    except RuntimeError as err:
+        return fail(str(err))
+    result = {
+        "base": os.path.abspath(args.base),
+        "total_heads": total,
+        "tolerance": args.tolerance,
+        "unpruned_valid_sacrebleu": base,
+        "candidates": ks,
+        "probes": [probes[k] for k in sorted(probes)],
+        "chosen_k": chosen,
+    }
+    write_atomic(os.path.join(args.out, "pick.json"), json.dumps(result, indent=1) + "\n")
+    text = table_markdown(result)
+    write_atomic(os.path.join(args.out, "pick.md"), text)
+    plot_frontier(result, os.path.join(args.out, "frontier.png"))
+    print(text, end="")
+    if chosen is None:
+        say("no candidate is within the tolerance: keep the unpruned model, or raise --tolerance")
+        return 1
+    chosen_ckpt = os.path.join(args.out, "runs", f"dsp-k{chosen}", "pruned.pt")
+    shutil.copyfile(chosen_ckpt, os.path.join(args.out, "pruned.pt.tmp"))
+    os.replace(os.path.join(args.out, "pruned.pt.tmp"), os.path.join(args.out, "pruned.pt"))
+    say(f"chosen K = {chosen}: {os.path.join(args.out, 'pruned.pt')} (stripped)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Fine-tune a pruned (stripped) model with its kept heads fixed: the short retraining after
+# pipelined pruning. Every method's stripped model (DSP, Hard Concrete, importance, ...) is
+# fine-tuned the same way, so the comparison stays fair.
+#
+#   finetune-pruned.sh --data DIR --pruned PRUNED.pt --save-dir DIR [--max-update N]
+#                      [--preset iwslt|cpu-small] [--seed S] [--train-args "ARGS"]
+#                      [-- FAIRSEQ-TRAIN-ARGS...]
+#
+# --pruned      a checkpoint written by dsp-strip (the removed heads stay removed, which is
+#               the same as training the gated model with --freeze-gates, and cheaper)
+# --max-update  fine-tuning updates (default 270: two epochs of Multi30k at 4096 tokens)
+# --preset      optimisation settings (default $PRESET or iwslt), with a constant learning
+#               rate of 3e-4 after 20 warm-up updates (--lr-scheduler fixed); --train-args
+#               override both
+# Output: SAVE_DIR/checkpoint_best.pt (lowest validation loss; a stripped model that
+# fairseq-generate --user-dir dsp_fairseq loads), SAVE_DIR/pruned.pt (a copy of it),
+# SAVE_DIR/train.log. An interrupted run resumes from checkpoint_last.pt; a finished one is
+# skipped.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
+
+DATA="" PRUNED="" SAVE="" MAX_UPDATE=270 PRESET=${PRESET:-iwslt} SEED=1 TRAIN_ARGS=""
+EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --data) DATA=$2; shift 2 ;;
+    --pruned) PRUNED=$2; shift 2 ;;
+    --save-dir) SAVE=$2; shift 2 ;;
+    --max-update) MAX_UPDATE=$2; shift 2 ;;
+    --preset) PRESET=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    --train-args) TRAIN_ARGS=$2; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) usage ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+need_value --data "$DATA"
+need_value --pruned "$PRUNED"
+need_value --save-dir "$SAVE"
+need_tool python fairseq-train
+need_data "$DATA"
+need_file "$PRUNED" "--pruned: a checkpoint written by dsp-strip"
+[[ $MAX_UPDATE =~ ^[0-9]+$ && $MAX_UPDATE -gt 0 ]] || die "--max-update takes a positive number"
+preset_args "$PRESET" optim
+split_words USER_ARGS "$TRAIN_ARGS"
+mkdir -p "$SAVE"
+
+if [[ ! -f $SAVE/.done ]]; then
+  python -m dsp_fairseq.recipes.pipelined_args --base "$PRUNED" --stripped-ok \
+    > "$SAVE/model.args.tmp" || die "cannot fine-tune $PRUNED (see above)"
+  mv "$SAVE/model.args.tmp" "$SAVE/model.args"
+  mapfile -t SHAPE < "$SAVE/model.args"
+  say "fine-tune $PRUNED with its kept heads fixed, $MAX_UPDATE updates -> $SAVE"
+  [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
+  run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
+    --lr-scheduler fixed --warmup-updates 20 --lr 3e-4 "${SHAPE[@]}" --finetune-from-model "$PRUNED" \
+    --criterion label_smoothed_cross_entropy --max-update "$MAX_UPDATE" --save-dir "$SAVE" \
+    --no-epoch-checkpoints --seed "$SEED" --log-format json "${USER_ARGS[@]}" "${EXTRA[@]}"
+  need_file "$SAVE/checkpoint_best.pt" "fairseq-train finished without a best checkpoint; see $SAVE/train.log"
+  touch "$SAVE/.done"
+fi
+if [[ ! -s $SAVE/pruned.pt ]]; then
+  cp "$SAVE/checkpoint_best.pt" "$SAVE/pruned.pt.tmp" && mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
+fi
+echo "done: $SAVE/pruned.pt"
