@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 FAIRSEQ_SPEC ?= ve-fairseq==0.12.3
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format bench bench-speed bench-quality clean
+.PHONY: install demo test lint format bench bench-speed bench-quality bench-converged clean
 
 install: $(STAMP)
 
@@ -46,6 +46,19 @@ bench-speed: $(STAMP)
 # resumable; about 77 min here from nothing (bench/RESULTS.md)
 bench-quality: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash bench/run_quality_bench.sh
+
+# resumable; hours here (bench/RESULTS.md, "Converged 72-head model")
+bench-converged: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH bash bench/run_converged_bench.sh
+
+# CTranslate2 deployment benchmark (bench/ct2_bench.py); needs a trained baseline and its data
+CT2_DATA ?= work/converged/data
+CT2_BASE ?= work/converged/baseline/checkpoint_best.pt
+CT2_LAYOUT ?= 4,4
+bench-ct2: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python bench/ct2_bench.py --data $(CT2_DATA) \
+		--base $(CT2_BASE) --layout $(CT2_LAYOUT) --out bench/ct2 --work work/ct2bench \
+		--importance-args "--max-batches 10 --granularity batch" --sentences 32 --reps 2 $(CT2_ARGS)
 
 clean:
 	rm -rf $(VENV) work

@@ -26,10 +26,13 @@ setup(
     entry_points={
         "console_scripts": [
             "dsp-strip=dsp_fairseq.cli.strip:main",
+            "dsp-export-ct2=dsp_fairseq.cli.export_ct2:main",
+            "dsp-translate-ct2=dsp_fairseq.cli.translate_ct2:main",
             "dsp-importance=dsp_fairseq.cli.importance:main",
             "dsp-plot-heads=dsp_fairseq.cli.plot_heads:main",
             "dsp-plot-gates=dsp_fairseq.cli.plot_gates:main",
             "dsp-plot-sweep=dsp_fairseq.cli.plot_sweep:main",
+            "dsp-pick-k=dsp_fairseq.cli.pick_k:main",
         ]
     },
 )

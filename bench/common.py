@@ -25,3 +25,27 @@ def quiet_fairseq() -> None:
     logging.getLogger().setLevel(logging.WARNING)
     for name in ("fairseq", "dsp_fairseq"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def layout_of(name: str, layout) -> int:
+    """Heads kept in the attention ``name`` (a module name) at uniform layout ``(enc, dec)``."""
+    enc, dec = layout
+    return enc if name.startswith("encoder.") else dec
+
+
+def fairseq_choice_at_layout(model, layout) -> dict:
+    """The heads fairseq's ``_get_reserve_head_index`` (largest summed |q/k/v| weights) keeps
+    in every attention of a stock model at uniform layout ``(enc, dec)``: ``enc`` heads in each
+    encoder self-attention, ``dec`` in each decoder self- and cross-attention.
+
+    Returns ``{module name: sorted head indices}``, the ``kept`` mapping of ``dsp-strip``'s
+    surgery, so the same layout is compared with DSP's and importance's choices.
+    """
+    kept = {}
+    for name, m in model.named_modules():
+        if type(m).__name__ != "MultiheadAttention":
+            continue
+        k = layout_of(name, layout)
+        spans = m._get_reserve_head_index(k) if k else []
+        kept[name] = sorted(start // m.head_dim for start, _ in spans)
+    return kept

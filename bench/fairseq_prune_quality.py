@@ -12,6 +12,12 @@ the evaluation of every other row of the quality benchmark.
 
 K must be a multiple of the number of attentions (9 for 3+3 layers). Writes
 OUT/kK/pruned.pt, OUT/kK/eval/score.json and OUT/results.json, and prints a table last.
+
+    python bench/fairseq_prune_quality.py ... --ks '' --layouts 2,2;1,2
+
+scores fairseq's choice at uniform layouts ENC,DEC instead (ENC heads in every encoder
+self-attention, DEC in every decoder self- and cross-attention; OUT/lENCxDEC/), the layouts of
+``--heads-per-attention`` and ``dsp-strip --heads-per-attention``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ sys.path.insert(0, ROOT)
 
 import speed_bench as sb  # noqa: E402
 
-from bench.common import quiet_fairseq  # noqa: E402
+from bench.common import fairseq_choice_at_layout, quiet_fairseq  # noqa: E402
 
 
 def main() -> int:
@@ -39,6 +45,7 @@ def main() -> int:
     p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
     p.add_argument("--base", required=True, help="trained stock transformer checkpoint")
     p.add_argument("--ks", default="9,18")
+    p.add_argument("--layouts", default="", help="uniform layouts ENC,DEC separated by ;")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     sb._plugin()
@@ -48,15 +55,26 @@ def main() -> int:
 
     state, task, _ = sb.load_test_setup(args.base, os.path.join(args.data, "bin"))
     n_attn = sum(len(v) for v in sb.heads_by_type(model_args(state)).values())
-    rows = []
-    for k in [int(x) for x in args.ks.split(",")]:
+    from dsp_fairseq.models.head_layout import parse_heads_per_attention
+
+    jobs = []
+    for k in [int(x) for x in args.ks.split(",") if x.strip()]:
         if k % n_attn:
             p.error(f"K = {k} is not a multiple of the {n_attn} attentions")
-        out = os.path.join(args.out, f"k{k}")
+        jobs.append((k, None))
+    for spec in [x for x in args.layouts.split(";") if x.strip()]:
+        jobs.append((None, parse_heads_per_attention(spec)))
+    rows = []
+    for k, layout in jobs:
+        out = os.path.join(args.out, f"k{k}" if layout is None else "l{}x{}".format(*layout))
         os.makedirs(out, exist_ok=True)
         pruned = os.path.join(out, "pruned.pt")
         if not os.path.isfile(pruned):
-            kept = sb.fairseq_kept_heads(state, k, task)
+            if layout is None:
+                kept = sb.fairseq_kept_heads(state, k, task)
+            else:
+                stock, _ = sb.build_variant(state, "stock", 0, task)
+                kept = fairseq_choice_at_layout(stock, layout)
             new_state, report = strip_checkpoint(state, kept=kept)
             save_checkpoint_atomic(new_state, pruned)
             print(report.table(), flush=True)
@@ -67,13 +85,23 @@ def main() -> int:
         )  # fmt: skip
         with open(os.path.join(out, "eval", "score.json")) as f:
             score = json.load(f)
-        rows.append({"k": k, "sacrebleu": score["sacrebleu"], "tok_bleu": score["tok_bleu"]})
+        if layout is not None:
+            k = sum(len(v) for v in kept_heads_of(pruned).values())
+        rows.append({"k": k, "layout": None if layout is None else "{},{}".format(*layout),
+                     "sacrebleu": score["sacrebleu"], "tok_bleu": score["tok_bleu"],
+                     "checkpoint": pruned})  # fmt: skip
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    print("\n| K | sacreBLEU | tokenized BLEU |\n|---|---|---|")
+    print("\n| K | layout | sacreBLEU | tokenized BLEU |\n|---|---|---|---|")
     for r in rows:
-        print(f"| {r['k']} | {r['sacrebleu']} | {r['tok_bleu']} |")
+        print(f"| {r['k']} | {r['layout'] or ''} | {r['sacrebleu']} | {r['tok_bleu']} |")
     return 0
+
+
+def kept_heads_of(pruned: str) -> dict:
+    from dsp_fairseq.checkpoint_io import load_checkpoint
+
+    return load_checkpoint(pruned)["dsp_kept_heads"]
 
 
 if __name__ == "__main__":

@@ -7,21 +7,26 @@
 # seeds at K = 18; fairseq's own head removal; joint DSP at K = 18; BLEU against decode
 # speed-up for every stripped model; the K that dsp-pick-k picks at 0.5 BLEU.
 #
-#   bash bench/run_converged_bench.sh [--work DIR] [--stage baseline|all]
+#   bash bench/run_converged_bench.sh [--work DIR] [--stage baseline|all] [--baseline-epochs N]
+#
+# --baseline-epochs N  stop the baseline after N epochs even if validation still improves
+#                      (default 80: in practice early stopping, patience 5, decides)
 #
 # Resumable at every level: the baseline resumes from checkpoint_last.pt, every finished
 # (method, K) row is skipped. Rows run in the order of importance (DSP and the strongest
 # baselines first), so an interrupted run has the table's core. Wall times are appended to
-# WORK/wall_time.txt; tables and logs are copied to bench/converged/ after every stage.
+# WORK/wall_time.txt; tables and logs are copied to bench/converged/ after every stage, and
+# bench/converged/table.md (python bench/converged_report.py) is made from them.
 # CPU time here (2 cores): the baseline ~200 s per epoch; each pipelined row ~7 min with its
 # validations and two evaluations, each fine-tune ~7 min, joint DSP as long as the baseline.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WORK=$ROOT/work/converged STAGE=all
+WORK=$ROOT/work/converged STAGE=all EPOCHS=80
 while [[ $# -gt 0 ]]; do
   case $1 in
     --work) WORK=$2; shift 2 ;;
     --stage) STAGE=$2; shift 2 ;;
+    --baseline-epochs) EPOCHS=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_converged_bench.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
@@ -38,7 +43,9 @@ timed() {  # timed LABEL CMD...: run, append the wall time, copy what exists to 
 }
 publish() {
   cp "$WORK/wall_time.txt" "$OUT/"
-  [[ -f $WORK/baseline/train.log ]] && { grep -E '\| valid \|' "$WORK/baseline/train.log" > "$OUT/baseline-valid.log" || true; }
+  if [[ -f $WORK/baseline/train.log ]] && grep -qE '\| valid \|' "$WORK/baseline/train.log"; then
+    grep -E '\| valid \|' "$WORK/baseline/train.log" > "$OUT/baseline-valid.log"
+  fi
   local f
   for f in results.csv results.json baseline.json baseline.valid.json; do
     [[ -f $WORK/sweep/$f ]] && cp "$WORK/sweep/$f" "$OUT/"
@@ -47,11 +54,14 @@ publish() {
   for f in "$WORK"/sweep-seed*/results.json; do
     [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
   done
+  if [[ -f $OUT/baseline.json ]]; then
+    python "$ROOT/bench/converged_report.py" --dir "$OUT" > "$OUT/table.md.tmp" && mv "$OUT/table.md.tmp" "$OUT/table.md"
+  fi
   return 0
 }
 
 # 1. data and the converged baseline (early stopping: 5 validations without a lower loss)
-BASE_ARGS="--encoder-attention-heads 8 --decoder-attention-heads 8 --max-epoch 80 --patience 5"
+BASE_ARGS="--encoder-attention-heads 8 --decoder-attention-heads 8 --max-epoch $EPOCHS --patience 5"
 timed data bash "$RECIPES/prepare-multi30k.sh" --out "$WORK/data" --vocab-size 8000
 if [[ ! -f $WORK/baseline/.done ]]; then
   timed baseline bash "$RECIPES/train-baseline.sh" --data "$WORK/data" --save-dir "$WORK/baseline" \
@@ -61,8 +71,8 @@ fi
 
 # 2. the table: every method x K, test and valid BLEU. Rows in the order of importance, so
 # that an interrupted run has the table's core: DSP (default and reference schedules) against
-# importance and fairseq's removal at H/4, then H/2 and H/8, then the other methods, then
-# the fine-tunes (each sweep call skips the rows already in the table).
+# importance and fairseq's removal at H/4, and both fine-tuned, then H/2 and H/8, then the
+# other methods, then the other fine-tunes (each sweep call skips the rows already in the table).
 BASE=$WORK/baseline/checkpoint_best.pt
 SWEEP=(--data "$WORK/data" --base "$BASE" --preset cpu-small --valid
        --importance-args "--max-batches 20" --finetune-updates 270)
@@ -70,6 +80,7 @@ sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-p
 timed rows-k18 sweep_rows --ks 18 --methods dsp,importance,dsp-ref
 timed fairseq-removal python "$ROOT/bench/fairseq_prune_quality.py" --data "$WORK/data" --base "$BASE" \
   --ks 18,36 --out "$WORK/fairseq-prune"
+timed rows-ft-k18 sweep_rows --ks 18 --methods dsp+ft,importance+ft
 timed rows-k36-k9 sweep_rows --ks 36,9 --methods dsp,importance,dsp-ref
 timed rows-rest sweep_rows --ks 18,36,9 --methods random,hard-concrete,dsp-st,ste,importance-iter
 timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concrete+ft
@@ -81,8 +92,7 @@ for seed in 2 3; do
 done
 
 # 4. joint DSP at K = 18, as many updates as the baseline made
-updates=$(grep -E '\| train \|' "$WORK/baseline/train.log" | tail -n 1 \
-  | sed -E 's/.*"train_num_updates": "([0-9]+)".*/\1/')
+updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$WORK/baseline/checkpoint_last.pt")
 timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp \
   --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
 

@@ -6,11 +6,10 @@ registers the ``transformer_dsp`` model and architectures, the
 fairseq checkpoints load under torch's weights-only default.
 """
 
-from .optim import gate_optimizer
 from .safe_loading import allow_fairseq_checkpoint_types
 
 allow_fairseq_checkpoint_types()
-gate_optimizer.install()
+# The gate's optimizer step hook is installed when a gate is built, not here.
 
 from . import criterions, gates, models  # noqa: E402,F401  (registration)
 from .criterions import dsp_label_smoothed_cross_entropy  # noqa: E402,F401

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
+import stat
 import tempfile
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -89,8 +90,15 @@ def model_args(state: Dict[str, Any]) -> argparse.Namespace:
     return args
 
 
-def save_checkpoint_atomic(state: Dict[str, Any], path: str) -> None:
-    """``torch.save`` to a temporary file beside ``path``, then rename over it."""
+def save_checkpoint_atomic(
+    state: Dict[str, Any], path: str, mode_like: Optional[str] = None
+) -> None:
+    """``torch.save`` to a temporary file beside ``path``, fsync, then rename over it.
+
+    The file gets the permission bits of ``mode_like`` (e.g. the input
+    checkpoint) if given, else those of a newly created file (0666 less the
+    umask), not the 0600 of the temporary file.
+    """
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CheckpointError(f"{path}: output folder {folder} does not exist")
@@ -101,12 +109,36 @@ def save_checkpoint_atomic(state: Dict[str, Any], path: str) -> None:
     except OSError as err:
         raise CheckpointError(f"{path}: cannot write in {folder}: {err}") from err
     try:
+        if mode_like is not None:
+            mode = stat.S_IMODE(os.stat(mode_like).st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
         with os.fdopen(fd, "wb") as f:
             torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())  # the data is on disk before the name points to it
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
+        _fsync_folder(folder)
     except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(err, OSError):  # e.g. disk full: say so, nothing was written
             raise CheckpointError(f"{path}: writing failed, nothing written: {err}") from err
         raise
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename itself durable (POSIX); not possible on every platform."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,8 +1,8 @@
 """Half precision: gates, gated attention and models under float16/bfloat16.
 
-The gate computes in float64 whatever the dtype of its logits (fairseq's
---fp16 turns every parameter, the logits too, into float16), so masks must
-stay finite and exactly K-hot/K-summing; the attention must stay finite and
+The gate computes in float64 and its logits stay float32 whatever the model's
+dtype (``.to(half)``, fairseq's --fp16 ``model.half()``); logits holding
+half-precision values must give finite, exactly K-hot/K-summing masks; the attention must stay finite and
 close to float32. Also a real ``fairseq-train --fp16 --fp16-no-flatten-grads``
 run on CPU, and the refusal of flattened --fp16/--bf16.
 """
@@ -45,7 +45,7 @@ def test_gate_masks_stay_finite_and_exact_in_half_precision(name, dtype, budget,
     gate = GATE_REGISTRY[name](36, segments).to(dtype)
     with torch.no_grad():
         gate.logits.copy_(_logits(kind, 36, dtype))
-    assert gate.logits.dtype == dtype
+    assert gate.logits.dtype == torch.float32  # .to(dtype) leaves the logits float32
     gate.train()
     for t in TEMPERATURES:
         gate.set_temperature(t)
@@ -138,7 +138,8 @@ def test_whole_model_in_half_precision(dtype):
                     share_all_embeddings=True, heads_to_keep=7)  # fmt: skip
     task = make_task(make_dictionary(50))
     model = task.build_model(args).to(dtype)
-    assert model.head_gate.logits.dtype == dtype
+    assert model.head_gate.logits.dtype == torch.float32
+    assert model.encoder.layers[0].self_attn.q_proj.weight.dtype == dtype
     gen = torch.Generator().manual_seed(0)
     src, src_len = random_tokens(task.source_dictionary, 4, 8, gen)
     prev = torch.cat([torch.full((4, 1), task.target_dictionary.eos()), src[:, :5]], dim=1)

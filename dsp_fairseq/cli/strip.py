@@ -8,9 +8,13 @@ Baselines choose the heads themselves and also take stock fairseq
 
     dsp-strip --input CKPT --output PRUNED --importance scores.json --heads-to-keep K
     dsp-strip --input CKPT --output PRUNED --random --heads-to-keep K --seed S
+    dsp-strip --input CKPT --output PRUNED --importance scores.json --heads-per-attention 2,2
 
 (--importance: the K heads ranked most important by ``dsp-importance``;
---random: K heads drawn uniformly, the same for the same seed.)
+--random: K heads drawn uniformly, the same for the same seed;
+--heads-per-attention ENC,DEC instead of K: the same number of heads in every attention
+of a stack, chosen by the same rule within each attention: a uniform layout, which
+``dsp-export-ct2`` exports to CTranslate2 without padding.)
 
 The result loads with ``fairseq-generate DATA --user-dir dsp_fairseq --path PRUNED``
 and, for a gated checkpoint, translates exactly as the masked model does, with
@@ -47,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="with --importance/--random: number of heads to keep (all attentions together)",
     )
+    parser.add_argument(
+        "--heads-per-attention",
+        metavar="ENC,DEC",
+        help="with --importance/--random, instead of --heads-to-keep: keep ENC heads in every "
+        "encoder self-attention and DEC in every decoder self- and cross-attention",
+    )
     parser.add_argument("--seed", type=int, help="with --random: random seed (default: 1)")
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
     return parser
@@ -54,12 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     chosen = args.importance is not None or args.random
-    if chosen and args.heads_to_keep is None:
-        parser.error("--importance/--random need --heads-to-keep K")
-    if not chosen and args.heads_to_keep is not None:
+    layout = args.heads_per_attention is not None
+    if chosen and (args.heads_to_keep is None) == (not layout):
         parser.error(
-            "--heads-to-keep needs --importance or --random; without them the trained "
-            "gate's test mask (and the K it was trained for) decides"
+            "--importance/--random need --heads-to-keep K or --heads-per-attention ENC,DEC"
+        )
+    if not chosen and (args.heads_to_keep is not None or layout):
+        parser.error(
+            "--heads-to-keep (or --heads-per-attention) needs --importance or --random; without "
+            "them the trained gate's test mask (and the budget it was trained for) decides"
         )
     if args.seed is not None and not args.random:
         parser.error("--seed is only used with --random")
@@ -68,12 +81,26 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 def chosen_heads(args: argparse.Namespace, state: dict):
     """Kept heads for --importance/--random, or None for the gate's test mask."""
     from ..importance.scores_file import ranking_for_model, read_importance
-    from ..pruning.selection import check_heads_to_keep, kept_from_ranking, random_kept
+    from ..models.head_layout import heads_per_slot
+    from ..pruning.selection import (
+        check_heads_to_keep,
+        kept_from_ranking,
+        kept_from_ranking_per_attention,
+        random_kept,
+        random_kept_per_attention,
+    )
 
     if args.importance is None and not args.random:
         return None
     slots = prunable_slots(state)
+    seed = 1 if args.seed is None else args.seed
     try:
+        if args.heads_per_attention is not None:
+            per_slot = heads_per_slot(slots, args.heads_per_attention)
+            if args.random:
+                return random_kept_per_attention(slots, per_slot, seed)
+            ranking = ranking_for_model(read_importance(args.importance), slots, args.importance)
+            return kept_from_ranking_per_attention(slots, ranking, per_slot)
         check_heads_to_keep(args.heads_to_keep, slots)
         if args.random:
             return random_kept(slots, args.heads_to_keep, 1 if args.seed is None else args.seed)
@@ -93,7 +120,7 @@ def main(argv=None) -> int:
         raise_if_unusable_output(args.input, args.output)
         state = load_checkpoint(args.input)
         new_state, report = strip_checkpoint(state, kept=chosen_heads(args, state))
-        save_checkpoint_atomic(new_state, args.output)
+        save_checkpoint_atomic(new_state, args.output, mode_like=args.input)
     except CheckpointError as err:
         print(f"dsp-strip: error: {err}", file=sys.stderr)
         return 2

@@ -9,11 +9,13 @@ The model only ever calls this interface; it never branches on a method name.
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Type
+from contextlib import contextmanager
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 import torch
 from torch import Tensor, nn
 
+from .schedules import GATE_SCHEDULES, GateSchedule
 from .soft_topk import GATE_DTYPE, distance_from_khot, hard_topk_mask
 
 # (start, end, k): keep exactly k heads among logits[start:end]. One segment
@@ -61,10 +63,14 @@ class HeadGate(nn.Module):
         self.logits = nn.Parameter(torch.empty(num_heads))
         self.reset_parameters()
         self.temperature = 1.0
+        # the training schedule (temperatures, anneal share); the model sets its own
+        self.schedule: GateSchedule = GATE_SCHEDULES["joint"]
         self.num_updates = 0
         self.frozen = False
         self._train_mask: Optional[Tensor] = None
-        self._test_cache: Optional[Tuple[int, Tensor]] = None
+        # The mask of the encoder/decoder pass under way (see one_mask_per_pass).
+        self._pass_mask: Optional[Tensor] = None
+        self._pass_depth = 0
 
     # -- to be provided by each method ------------------------------------
     def sample_mask(self) -> Tensor:
@@ -121,15 +127,44 @@ class HeadGate(nn.Module):
         """Deterministic 0/1 mask (float64): the top-k test scores of every budget
         segment, or the gate's own choice (:meth:`free_test_mask`) without a budget.
         """
-        key = self.logits._version
-        if self._test_cache is None or self._test_cache[0] != key:
-            with torch.no_grad():
-                if self.budget is None:
-                    mask = self.free_test_mask().to(GATE_DTYPE)
-                else:
-                    mask = self.per_segment(hard_topk_mask, self.test_scores())
-            self._test_cache = (key, mask.detach())
-        return self._test_cache[1]
+        # Computed afresh (a top-k of H numbers): a cache keyed on the logits'
+        # version went stale under fairseq's FP16Optimizer, whose p.data.copy_()
+        # of the fp32 master weights does not bump it.
+        with torch.no_grad():
+            if self.budget is None:
+                return self.free_test_mask().to(GATE_DTYPE).detach()
+            return self.per_segment(hard_topk_mask, self.test_scores()).detach()
+
+    @contextmanager
+    def one_mask_per_pass(self) -> Iterator[Tensor]:
+        """Within: :meth:`current_mask` returns the one mask read on entry.
+
+        The model, encoder and decoder enter it (nested entries reuse the outer
+        mask), so a forward or decoding step reads the mask once, however many
+        attentions use it.
+        """
+        if self._pass_depth == 0:
+            self._pass_mask = self.current_mask()
+        self._pass_depth += 1
+        try:
+            yield self._pass_mask
+        finally:
+            self._pass_depth -= 1
+            if self._pass_depth == 0:
+                self._pass_mask = None
+
+    def _apply(self, fn, recurse=True):
+        # The logits stay float32 whatever the model's precision (model.half()
+        # under --fp16, .bfloat16(), .to(dtype)); only device moves apply. In
+        # float16 their gradient overflows at low temperature and fairseq would
+        # skip updates; fairseq's FP16Optimizer keeps a float32 parameter as it is.
+        def keep_precision(t: Tensor) -> Tensor:
+            out = fn(t)
+            if t.is_floating_point() and out.dtype in (torch.float16, torch.bfloat16):
+                return t.to(device=out.device)
+            return out
+
+        return super()._apply(keep_precision, recurse)
 
     def freeze(self) -> None:
         """Fix the mask to the test mask, in training too, and stop training the logits.
@@ -147,6 +182,8 @@ class HeadGate(nn.Module):
 
     def current_mask(self) -> Tensor:
         """Mask for the forward pass under way (float64, shape (H,))."""
+        if self._pass_mask is not None:
+            return self._pass_mask
         if not self.training or self.frozen:
             return self.test_mask()
         if self._train_mask is None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ..gates import GATE_REGISTRY, HeadGate, build_budget
+from ..gates.schedules import GateSchedule, default_schedule_name, get_schedule
 from ..optim.gate_optimizer import tag_gate_parameter
-from .head_layout import AttentionSlot, parse_attention_types, parse_per_type
+from .head_layout import AttentionSlot, heads_per_slot, parse_attention_types, parse_per_type
 
 
 def gated_slots(args, slots: List[AttentionSlot]) -> List[AttentionSlot]:
@@ -30,11 +31,22 @@ def build_gate(args, slots: List[AttentionSlot]) -> Tuple[HeadGate, List[Attenti
     sizes: Dict[str, int] = {}
     for slot in gated:
         sizes[slot.kind] = sizes.get(slot.kind, 0) + slot.num_heads
-    request = budget_request(args, sizes, budget_optional=gate_cls.budget_optional)
-    budget = None if request is None else build_budget(list(sizes.values()), **request)
+    if getattr(args, "heads_per_attention", None):
+        budget = uniform_layout_budget(args, slots, gated)
+    else:
+        request = budget_request(args, sizes, budget_optional=gate_cls.budget_optional)
+        budget = None if request is None else build_budget(list(sizes.values()), **request)
     gate = gate_cls(sum(sizes.values()), budget)
-    tag_gate_parameter(gate.logits, args.gate_lr)
+    gate.schedule = gate_schedule(args)
+    gate_lr = getattr(args, "gate_lr", None)
+    tag_gate_parameter(gate.logits, gate.schedule.gate_lr if gate_lr is None else gate_lr)
     return gate, gated
+
+
+def gate_schedule(args) -> GateSchedule:
+    """The model's --gate-schedule; by default pipelined with --train-gates-only, else joint."""
+    name = getattr(args, "gate_schedule", None)
+    return get_schedule(name or default_schedule_name(bool(getattr(args, "train_gates_only", 0))))
 
 
 def budget_request(args, sizes: Dict[str, int], budget_optional: bool = False) -> Optional[dict]:
@@ -67,3 +79,39 @@ def budget_request(args, sizes: Dict[str, int], budget_optional: bool = False) -
             f"({layout}); choose K in [1, {total}]"
         )
     return {"heads_to_keep": k}
+
+
+def uniform_layout_budget(
+    args, slots: List[AttentionSlot], gated: List[AttentionSlot]
+) -> List[Tuple[int, int, int]]:
+    """One budget segment per gated attention for ``--heads-per-attention ENC,DEC``.
+
+    Every encoder self-attention keeps exactly ENC heads and every decoder self-
+    and cross-attention exactly DEC (the gate still chooses which), so the
+    stripped model has the same head count throughout each stack. An attention
+    type left ungated keeps all its heads, which must then equal ENC or DEC.
+    ``--heads-to-keep K`` may be given as well (recipes always pass it) if K is
+    the layout's total.
+    """
+    spec = args.heads_per_attention
+    if getattr(args, "heads_to_keep_per_type", None):
+        raise ValueError("give either --heads-per-attention or --heads-to-keep-per-type, not both")
+    ks = heads_per_slot(slots, spec)
+    gated_prefixes = {s.prefix for s in gated}
+    for slot, k in zip(slots, ks):
+        if slot.prefix not in gated_prefixes and k != slot.num_heads:
+            raise ValueError(
+                f"--heads-per-attention {spec}: {slot.kind} is not gated (--gated-attentions "
+                f"{args.gated_attentions}), so {slot.prefix} keeps all its {slot.num_heads} "
+                f"heads, not {k}; gate it or ask for {slot.num_heads} there"
+            )
+    per_slot = [k for slot, k in zip(slots, ks) if slot.prefix in gated_prefixes]
+    total = sum(per_slot)
+    if args.heads_to_keep is not None and args.heads_to_keep != total:
+        raise ValueError(
+            f"--heads-to-keep {args.heads_to_keep} contradicts --heads-per-attention {spec}, "
+            f"which keeps {total} gated heads; drop --heads-to-keep or set it to {total}"
+        )
+    if total < 1:
+        raise ValueError(f"--heads-per-attention {spec} keeps no gated head; keep at least 1")
+    return build_budget([s.num_heads for s in gated], per_segment=per_slot)

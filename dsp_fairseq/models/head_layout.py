@@ -45,6 +45,45 @@ def parse_per_type(spec: str, allowed: Sequence[str]) -> Dict[str, int]:
     return result
 
 
+def parse_heads_per_attention(spec) -> tuple:
+    """``"2,3"`` -> ``(2, 3)``: heads kept in every encoder self-attention and in every
+    decoder self- and cross-attention (``"2"`` means ``(2, 2)``)."""
+    if isinstance(spec, (tuple, list)) and len(spec) == 2:
+        return int(spec[0]), int(spec[1])
+    parts = [p.strip() for p in str(spec or "").split(",")]
+    if len(parts) == 1:
+        parts = parts * 2
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        raise ValueError(
+            f"--heads-per-attention {spec!r}: expected ENC,DEC (two numbers of heads, e.g. 2,2): "
+            "heads kept in every encoder self-attention, and in every decoder self- and "
+            "cross-attention"
+        )
+    return int(parts[0]), int(parts[1])
+
+
+def heads_per_slot(slots: Sequence[AttentionSlot], spec) -> List[int]:
+    """Heads to keep in each slot for a uniform layout ``ENC,DEC``, validated.
+
+    ``ENC`` applies to encoder self-attentions, ``DEC`` to decoder self- and
+    cross-attentions; each must be in [0, heads of that attention] and the
+    layout must keep at least one head.
+    """
+    enc, dec = parse_heads_per_attention(spec)
+    ks = []
+    for slot in slots:
+        k = enc if slot.kind == "enc-self" else dec
+        if not 0 <= k <= slot.num_heads:
+            raise ValueError(
+                f"--heads-per-attention {enc},{dec}: {slot.prefix} ({slot.kind}) has "
+                f"{slot.num_heads} heads, cannot keep {k}; choose a value in [0, {slot.num_heads}]"
+            )
+        ks.append(k)
+    if sum(ks) < 1:
+        raise ValueError(f"--heads-per-attention {enc},{dec} keeps no head at all; keep at least 1")
+    return ks
+
+
 def format_head_counts(counts: Dict[str, Sequence[int]]) -> str:
     """``{"enc-self": [4, 2]}`` -> ``"enc-self=4,2"`` (``;`` between types)."""
     return ";".join(

@@ -1,19 +1,54 @@
 """fairseq encoder/decoder layers whose attention builders make gated attention.
 
-Only the builder methods are overridden; everything else is fairseq's.
+The builder methods are overridden, plus two thin forward wrappers: the
+encoder/decoder read the head mask once per call, and a checkpointed layer
+gets it as an input. Everything else is fairseq's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from typing import List, Optional
+
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
 from fairseq.modules import transformer_layer
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.checkpoint_activations import _checkpointed_forward
+from torch import Tensor
 
 from ..modules.gated_multihead_attention import GatedMultiheadAttention
 
 
-class DSPEncoderLayer(transformer_layer.TransformerEncoderLayerBase):
+class _MaskInputLayer:
+    """A layer whose gated attentions can take the gate's mask as a forward input.
+
+    ``forward(..., dsp_head_mask=M)`` makes every gated attention of the layer
+    use ``M`` for this call. Activation checkpointing needs this: a
+    checkpointed layer recomputes its forward during backward, and a mask read
+    from the gate there (outside the layer's inputs) would backpropagate
+    through the gate's graph once per layer ("backward through the graph a
+    second time"); as an input, its gradient is returned to the caller instead.
+    """
+
+    def gated_attentions(self) -> List[GatedMultiheadAttention]:
+        attns = [getattr(self, name, None) for name in ("self_attn", "encoder_attn")]
+        return [a for a in attns if isinstance(a, GatedMultiheadAttention) and a.gate is not None]
+
+    def forward(self, *args, dsp_head_mask: Optional[Tensor] = None, **kwargs):
+        if dsp_head_mask is None:
+            return super().forward(*args, **kwargs)
+        attns = self.gated_attentions()
+        for attn in attns:
+            attn.give_mask(dsp_head_mask)
+        try:
+            return super().forward(*args, **kwargs)
+        finally:
+            for attn in attns:
+                attn.give_mask(None)
+
+
+class DSPEncoderLayer(_MaskInputLayer, transformer_layer.TransformerEncoderLayerBase):
     def build_self_attention(self, embed_dim, cfg):
         return GatedMultiheadAttention(
             embed_dim,
@@ -26,7 +61,7 @@ class DSPEncoderLayer(transformer_layer.TransformerEncoderLayerBase):
         )
 
 
-class DSPDecoderLayer(transformer_layer.TransformerDecoderLayerBase):
+class DSPDecoderLayer(_MaskInputLayer, transformer_layer.TransformerDecoderLayerBase):
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
         return GatedMultiheadAttention(
             embed_dim,
@@ -54,19 +89,62 @@ class DSPDecoderLayer(transformer_layer.TransformerDecoderLayerBase):
         )
 
 
+def _checkpointed_with_mask(original_forward, offload_to_cpu, *args, **kwargs):
+    """fairseq's checkpointed forward, with the gate's mask passed in as an input."""
+    attns = original_forward.__self__.gated_attentions()
+    if attns and "dsp_head_mask" not in kwargs:
+        kwargs["dsp_head_mask"] = attns[0].gate.current_mask()
+    return _checkpointed_forward(original_forward, offload_to_cpu, *args, **kwargs)
+
+
 def _wrap(layer, cfg):
-    """fairseq's activation-checkpoint / FSDP wrapping of a layer."""
+    """fairseq's activation-checkpoint / FSDP wrapping of a layer.
+
+    Checkpointing is fairseq's ``checkpoint_wrapper`` (same attributes, so
+    ``unwrap_checkpoint`` undoes it), except that the head mask is read before
+    the checkpoint and handed to the layer as an input (see _MaskInputLayer).
+    """
     checkpoint = cfg.checkpoint_activations
     if checkpoint:
-        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        assert not hasattr(layer, "precheckpoint_forward"), "layer already checkpointed"
+        layer.precheckpoint_forward = layer.forward
+        layer.forward = functools.partial(
+            _checkpointed_with_mask, layer.precheckpoint_forward, cfg.offload_activations
+        )
     return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
 
 
-class DSPTransformerEncoder(TransformerEncoderBase):
+class _OneMaskPerPass:
+    """Encoder/decoder that reads the gate's mask once per call (one decoding step).
+
+    In ``eval()`` the mask is the gate's top-K, computed afresh when read; the
+    training mask is drawn once per model forward (TransformerDSPModel.forward).
+    """
+
+    head_gate = None  # set by TransformerDSPModel.setup_heads, outside _modules
+
+    def attach_gate(self, gate) -> None:
+        object.__setattr__(self, "head_gate", gate)
+
+    def _one_mask(self):
+        if self.head_gate is None:
+            return contextlib.nullcontext()
+        return self.head_gate.one_mask_per_pass()
+
+
+class DSPTransformerEncoder(_OneMaskPerPass, TransformerEncoderBase):
     def build_encoder_layer(self, cfg):
         return _wrap(DSPEncoderLayer(cfg, return_fc=self.return_fc), cfg)
 
+    def forward(self, *args, **kwargs):
+        with self._one_mask():
+            return super().forward(*args, **kwargs)
 
-class DSPTransformerDecoder(TransformerDecoderBase):
+
+class DSPTransformerDecoder(_OneMaskPerPass, TransformerDecoderBase):
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         return _wrap(DSPDecoderLayer(cfg, no_encoder_attn), cfg)
+
+    def forward(self, *args, **kwargs):
+        with self._one_mask():
+            return super().forward(*args, **kwargs)

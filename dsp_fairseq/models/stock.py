@@ -65,7 +65,7 @@ def dsp_model_args(args: argparse.Namespace) -> argparse.Namespace:
     if hasattr(new, "_name"):
         new._name = new.arch
     new.gate_type = "none"
-    for key in ("heads_to_keep", "heads_to_keep_per_type", "stripped_heads"):
+    for key in ("heads_to_keep", "heads_to_keep_per_type", "heads_per_attention", "stripped_heads"):
         setattr(new, key, None)
     new.train_gates_only = False
     new.freeze_gates = False

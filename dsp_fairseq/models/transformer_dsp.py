@@ -15,8 +15,10 @@ from fairseq.models.transformer import (
 )
 
 from ..gates import GATE_REGISTRY, HeadGate
+from ..gates.schedules import GATE_SCHEDULES, default_schedule_name
 from ..modules.gated_multihead_attention import GatedMultiheadAttention
-from .gate_config import build_gate
+from ..optim.gate_optimizer import carry_gradient_scaled
+from .gate_config import build_gate, gate_schedule
 from .head_layout import ATTENTION_TYPES, AttentionSlot, attention_slots, parse_attention_types
 from .layers import DSPTransformerDecoder, DSPTransformerEncoder
 
@@ -25,9 +27,11 @@ logger = logging.getLogger(__name__)
 DSP_DEFAULTS = {
     "gate_type": "dsp",
     "gated_attentions": ",".join(ATTENTION_TYPES),
-    "gate_lr": 0.2,
+    "gate_lr": None,  # the gate schedule's
+    "gate_schedule": None,  # pipelined with --train-gates-only, else joint
     "heads_to_keep": None,
     "heads_to_keep_per_type": None,
+    "heads_per_attention": None,
     "stripped_heads": None,
     "train_gates_only": False,
     "freeze_gates": False,
@@ -53,6 +57,11 @@ class TransformerDSPModel(TransformerModel):
         parser.add_argument("--heads-to-keep-per-type", type=str, metavar="SPEC",
                             help="budget per attention type instead of one K, "
                                  "e.g. enc-self=6,dec-self=4,cross=8")
+        parser.add_argument("--heads-per-attention", type=str, metavar="ENC,DEC",
+                            help="uniform layout: keep exactly ENC heads in every encoder "
+                                 "self-attention and DEC in every decoder self- and "
+                                 "cross-attention (the gate chooses which); exports to "
+                                 "CTranslate2 without padding")
         parser.add_argument("--gated-attentions", type=str, metavar="TYPES",
                             help="comma-separated attention types that carry gates "
                                  "(default: enc-self,dec-self,cross)")
@@ -60,7 +69,14 @@ class TransformerDSPModel(TransformerModel):
                             help=f"head gate: one of {', '.join(sorted(GATE_REGISTRY))} (default: dsp)")
         parser.add_argument("--gate-lr", type=float, metavar="LR",
                             help="constant Adam learning rate of the gate logits, "
-                                 "no warmup/decay, no weight decay (default: 0.2)")
+                                 "no warmup/decay, no weight decay (default: the gate "
+                                 "schedule's: 0.05 pipelined, 0.2 reference and joint)")
+        parser.add_argument("--gate-schedule", type=str, metavar="NAME",
+                            choices=sorted(GATE_SCHEDULES),
+                            help="named gate-training schedule (temperatures, gate lr, anneal "
+                                 "share of the run): pipelined (default with "
+                                 "--train-gates-only), reference (the DSP reference code's "
+                                 "pipelined setting) or joint (default otherwise)")
         parser.add_argument("--train-gates-only", action="store_true", default=None,
                             help="freeze every parameter except the gate logits (pipelined pruning)")
         parser.add_argument("--freeze-gates", action="store_true", default=None,
@@ -128,6 +144,10 @@ class TransformerDSPModel(TransformerModel):
         for slot in gated:
             self.get_submodule(slot.prefix).attach_gate(self.head_gate, start)
             start += slot.num_heads
+        self.encoder.attach_gate(self.head_gate)
+        self.decoder.attach_gate(self.head_gate)
+        # Keeps the gate's gradient out of --clip-norm's norm (see gate_optimizer).
+        carry_gradient_scaled(self.head_gate.logits)
         if args.train_gates_only:
             for name, param in self.named_parameters():
                 param.requires_grad_(name.startswith("head_gate."))
@@ -144,9 +164,11 @@ class TransformerDSPModel(TransformerModel):
 
     # -- fairseq hooks ---------------------------------------------------------
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
-        if self.head_gate is not None:
-            self.head_gate.resample()  # one mask for the whole forward pass
-        return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
+        if self.head_gate is None:
+            return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
+        self.head_gate.resample()  # one mask for the whole forward pass
+        with self.head_gate.one_mask_per_pass():
+            return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
 
     def upgrade_state_dict_named(self, state_dict, name):
         super().upgrade_state_dict_named(state_dict, name)
@@ -180,6 +202,11 @@ def _dsp_defaults(args) -> None:
         if getattr(args, key, None) is None:
             setattr(args, key, value)
     parse_attention_types(args.gated_attentions)  # fail early on a typo
+    # Resolved here so that the checkpoint records the schedule and gate lr it trained with.
+    schedule = gate_schedule(args)
+    args.gate_schedule = args.gate_schedule or default_schedule_name(bool(args.train_gates_only))
+    if args.gate_lr is None:
+        args.gate_lr = schedule.gate_lr
 
 
 @register_model_architecture("transformer_dsp", "transformer_dsp")

@@ -41,6 +41,9 @@ class GatedMultiheadAttention(MultiheadAttention):
             )
         self._mask_source = None
         self._mask_slice = slice(0, 0)
+        # The gate's whole mask handed in by the layer for one call (activation
+        # checkpointing: the mask must be an input of the checkpointed layer).
+        self._given_mask: Optional[Tensor] = None
 
     # -- configuration -----------------------------------------------------
     def attach_gate(self, gate: nn.Module, start: int) -> None:
@@ -68,10 +71,22 @@ class GatedMultiheadAttention(MultiheadAttention):
         # fairseq's own fast path checks embed_dim == heads * head_dim; we never use it.
         self.skip_embed_dim_check = True
 
+    @property
+    def gate(self) -> Optional[nn.Module]:
+        """The gate this attention reads its mask from (None: ungated)."""
+        return self._mask_source
+
+    def give_mask(self, mask: Optional[Tensor]) -> None:
+        """Use ``mask`` (the gate's whole mask) instead of asking the gate; None: ask again."""
+        object.__setattr__(self, "_given_mask", mask)
+
     def head_mask(self) -> Optional[Tensor]:
         if self._mask_source is None:
             return None
-        return self._mask_source.current_mask()[self._mask_slice]
+        mask = (
+            self._given_mask if self._given_mask is not None else self._mask_source.current_mask()
+        )
+        return mask[self._mask_slice]
 
     # -- forward -----------------------------------------------------------
     def forward(
@@ -167,7 +182,12 @@ class GatedMultiheadAttention(MultiheadAttention):
 
         head_mask = self.head_mask()
         if head_mask is not None:
-            out = out * head_mask.to(out.dtype).view(1, -1, 1, 1)
+            if out.dtype in (torch.float16, torch.bfloat16) and head_mask.requires_grad:
+                # The mask's gradient sums over batch, time and head_dim: in
+                # float16 it overflows long before the weights' gradients do.
+                out = (out.float() * head_mask.float().view(1, -1, 1, 1)).to(out.dtype)
+            else:
+                out = out * head_mask.to(out.dtype).view(1, -1, 1, 1)
         out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.num_heads * self.head_dim)
         out = self.out_proj(out)
 
@@ -240,11 +260,20 @@ class GatedMultiheadAttention(MultiheadAttention):
         """fairseq's layout: (H, bsz, tgt, src) per head, else the mean over heads.
 
         The mean is weighted by the head mask, so a masked model reports the
-        same average (e.g. alignments) as the stripped model.
+        same average as the stripped model. Per-head weights (fairseq's decoder
+        asks for them at its alignment layer and averages them itself) are those
+        of the heads the mask keeps (non-zero entries), i.e. exactly the stripped
+        model's heads under a 0/1 mask; one all-zero row if it keeps none, so
+        that fairseq's mean is defined (zero) instead of NaN.
         """
         weights = weights.transpose(0, 1)
         if need_head_weights:
-            return weights
+            if head_mask is None:
+                return weights
+            kept = torch.nonzero(head_mask.detach() != 0).view(-1)
+            if kept.numel() == 0:
+                return weights.new_zeros((1,) + weights.shape[1:])
+            return weights.index_select(0, kept)
         if head_mask is None:
             return weights.mean(dim=0)
         m = head_mask.to(weights.dtype).view(-1, 1, 1, 1)
@@ -259,6 +288,7 @@ class GatedMultiheadAttention(MultiheadAttention):
         weights = None
         if need_weights:
             src_len = key.size(0) if key is not None else tgt_len
-            shape = (0, bsz, tgt_len, src_len) if need_head_weights else (bsz, tgt_len, src_len)
+            # One zero "head" for per-head weights: see _summarise_weights.
+            shape = (1, bsz, tgt_len, src_len) if need_head_weights else (bsz, tgt_len, src_len)
             weights = query.new_zeros(shape, dtype=torch.float32)
         return out, weights

@@ -83,3 +83,28 @@ def random_kept(
     heads = all_heads(slots)
     chosen = random.Random(seed).sample(range(len(heads)), heads_to_keep)
     return kept_from_heads(slots, [heads[i] for i in chosen])
+
+
+def kept_from_ranking_per_attention(
+    slots: Sequence[AttentionSlot], ranking: Sequence[Head], per_slot: Sequence[int]
+) -> Dict[str, List[int]]:
+    """Keep, in each attention, its ``per_slot[i]`` most important heads (uniform layouts)."""
+    ranking = check_ranking(slots, ranking)
+    by_slot: Dict[str, List[Head]] = {s.prefix: [] for s in slots}
+    for head in ranking:  # least to most important
+        by_slot[head[0]].append(head)
+    heads = []
+    for slot, k in zip(slots, per_slot):
+        heads.extend(by_slot[slot.prefix][len(by_slot[slot.prefix]) - k :] if k else [])
+    return kept_from_heads(slots, heads)
+
+
+def random_kept_per_attention(
+    slots: Sequence[AttentionSlot], per_slot: Sequence[int], seed: int
+) -> Dict[str, List[int]]:
+    """``per_slot[i]`` heads drawn uniformly in each attention; the same seed, the same heads."""
+    rng = random.Random(seed)
+    heads = []
+    for slot, k in zip(slots, per_slot):
+        heads.extend((slot.prefix, h) for h in rng.sample(range(slot.num_heads), k))
+    return kept_from_heads(slots, heads)

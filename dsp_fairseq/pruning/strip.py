@@ -193,8 +193,27 @@ def strip_checkpoint(state: dict, kept: Optional[Dict[str, List[int]]] = None):
         dict(h, optimizer_name=h.get("optimizer_name")) for h in state.get("optimizer_history", [])
     ]
     new_state["dsp_kept_heads"] = {s.prefix: list(kept[s.prefix]) for s in slots}
+    new_state["extra_state"] = fresh_extra_state(state.get("extra_state"))
     report = StripReport(slots, kept, count_parameters(state["model"]), count_parameters(new_model))
     return new_state, report
+
+
+# extra_state entries that describe the training run of the unstripped model:
+# its data iterator position, best validation loss, EMA weights (shaped like
+# the unstripped model) and meters. Fine-tuning the stripped model restarts them.
+STALE_EXTRA_STATE = ("train_iterator", "val_loss", "best", "ema", "ema_fp32_params", "metrics")
+
+
+def fresh_extra_state(extra_state: Optional[dict]) -> dict:
+    """``extra_state`` without the training-run entries that no longer apply.
+
+    fairseq needs a ``train_iterator`` entry whenever ``extra_state`` is present
+    (trainer.load_checkpoint): a fresh one, the start of epoch 1.
+    """
+    extra = {k: v for k, v in (extra_state or {}).items() if k not in STALE_EXTRA_STATE}
+    extra["train_iterator"] = {"epoch": 1, "iterations_in_epoch": 0}
+    extra["previous_training_time"] = 0
+    return extra
 
 
 def raise_if_unusable_output(input_path: str, output_path: str) -> None:

@@ -85,12 +85,13 @@ preset_args() {
 # Default number of training updates per preset (baseline and joint DSP).
 preset_max_update() { case $1 in iwslt) echo 50000 ;; cpu-small) echo 4000 ;; esac; }
 
-# run_train LOG ARGS...: fairseq-train with the whole log in LOG (JSON lines),
+# run_train LOG ARGS...: fairseq-train with the whole log appended to LOG (JSON lines),
 # progress (validation lines) on the console; the log's tail on failure.
 run_train() {
   local log=$1
   shift
-  if ! fairseq-train "$@" > "$log" 2>&1; then
+  # appended, so that a resumed run keeps the log of the part before the interruption
+  if ! fairseq-train "$@" >> "$log" 2>&1; then
     tail -n 25 "$log" >&2
     die "fairseq-train failed; full log: $log"
   fi

@@ -48,7 +48,9 @@ fi
 mkdir -p "$SAVE"
 say "train baseline ($PRESET preset, $MAX_UPDATE updates) -> $SAVE"
 [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
-run_train "$SAVE/train.log" "$DATA/bin" "${PRESET_ARGS[@]}" \
+# --user-dir: the plugin allowlists fairseq's pickled Namespace for torch >= 2.6, without
+# which fairseq-train cannot resume from checkpoint_last.pt; the model stays a stock transformer.
+run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
   --criterion label_smoothed_cross_entropy --max-update "$MAX_UPDATE" \
   --save-dir "$SAVE" --keep-last-epochs 3 --seed "$SEED" --log-format json \
   "${USER_ARGS[@]}" "${EXTRA[@]}"

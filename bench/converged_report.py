@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""The converged-model quality table (markdown) from bench/converged/'s raw results.
+
+    python bench/converged_report.py [--dir bench/converged] > bench/converged/table.md
+
+Rows: every method of the sweep (test sacreBLEU, validation sacreBLEU in brackets) at each K,
+fairseq's own head removal, and, where seed runs exist, mean and spread (min-max) over seeds.
+Cells of rows that were not run yet are left empty, so the table can be made at any time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+LABELS = {
+    "dsp": "pipelined DSP (default schedule)",
+    "dsp-ref": "pipelined DSP, reference schedule",
+    "dsp-st": "pipelined dsp-st",
+    "ste": "pipelined STE",
+    "hard-concrete": "pipelined Hard Concrete (top-K at test)",
+    "importance": "head importance, one-shot",
+    "importance-iter": "head importance, iterative",
+    "random": "random heads",
+    "fairseq-removal": "fairseq `_adaptive_prune_heads`",
+    "joint-dsp": "joint DSP (trained with the model)",
+    "dsp+ft": "pipelined DSP + fine-tune",
+    "importance+ft": "head importance + fine-tune",
+    "hard-concrete+ft": "Hard Concrete + fine-tune",
+}
+
+
+def load(path: str):
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "converged"))
+    args = parser.parse_args()
+    rows = load(os.path.join(args.dir, "results.json")) or []
+    base = load(os.path.join(args.dir, "baseline.json"))
+    base_valid = load(os.path.join(args.dir, "baseline.valid.json"))
+    if base is None:
+        sys.exit(f"converged_report.py: error: no baseline.json in {args.dir}; run the benchmark")
+    cells: dict = {}
+    for r in rows:
+        cells[(r["method"], int(r["heads_to_keep"]))] = (
+            float(r["sacrebleu"]),
+            None if r.get("valid_sacrebleu") is None else float(r["valid_sacrebleu"]),
+        )
+    for r in load(os.path.join(args.dir, "fairseq_prune.json")) or []:
+        if r.get("layout") is None and r.get("sacrebleu") is not None:
+            cells[("fairseq-removal", int(r["k"]))] = (float(r["sacrebleu"]), None)
+    seeds: dict = {}
+    for name in sorted(os.listdir(args.dir)):
+        if name.startswith("results-sweep-seed") and name.endswith(".json"):
+            for r in load(os.path.join(args.dir, name)) or []:
+                seeds.setdefault((r["method"], int(r["heads_to_keep"])), []).append(
+                    float(r["sacrebleu"])
+                )
+    ks = [18, 36, 9]
+    out = [
+        f"Unpruned (72 heads): **{base['sacrebleu']:.2f}** sacreBLEU on test_2016"
+        + (f" ({base_valid['sacrebleu']:.2f} on valid)" if base_valid else "")
+        + ". Cells: test sacreBLEU (valid sacreBLEU); an empty cell was not run yet.",
+        "",
+        "| method | K = 18 (H/4) | K = 36 (H/2) | K = 9 (H/8) |",
+        "|---|---|---|---|",
+    ]
+    for method, label in LABELS.items():
+        if not any((method, k) in cells for k in ks):
+            continue
+        line = [label]
+        for k in ks:
+            if (method, k) not in cells:
+                line.append("")
+                continue
+            test, valid = cells[(method, k)]
+            line.append(f"{test:.2f}" + (f" ({valid:.2f})" if valid is not None else ""))
+        out.append("| " + " | ".join(line) + " |")
+    spread = []
+    for (method, k), extra in sorted(seeds.items()):
+        if (method, k) in cells:
+            values = [cells[(method, k)][0]] + extra
+            spread.append(
+                f"| {LABELS.get(method, method)} | {k} | {len(values)} | "
+                f"{statistics.mean(values):.2f} | {min(values):.2f}-{max(values):.2f} |"
+            )
+    if spread:
+        out += ["", "| method | K | seeds | mean | min-max |", "|---|---:|---:|---:|---|", *spread]
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,478 @@
+#!/usr/bin/env python3
+"""CTranslate2 deployment benchmark: fairseq vs CTranslate2, unpruned vs pruned, float32 vs int8.
+
+    python bench/ct2_bench.py --data work/converged/data --base BASE.pt --layout 4,4 \
+        --out bench/ct2 --work work/ct2bench [--dsp-uniform DSP.pt] [--dsp-padded DSP.pt]
+
+Models (all from --base, a trained stock transformer or unpruned transformer_dsp):
+- unpruned;
+- uniform layout ENC,DEC (--layout; ENC heads in every encoder self-attention, DEC in every
+  decoder self- and cross-attention), heads chosen by head importance (Michel et al.,
+  ``dsp-importance`` with --importance-args), by fairseq's weight
+  magnitude (``_get_reserve_head_index``) and, with --dsp-uniform, by a DSP gate trained with
+  ``--heads-per-attention ENC,DEC`` (its checkpoint, gated or stripped);
+- padded: --dsp-padded, a DSP gate trained with a global K (uneven layout, exported with zero
+  heads); without it, head importance at the same global K stands in (labelled so).
+
+Engines, timed in turns in one process (round 0 is a warm-up; median over --reps rounds):
+fairseq (``SequenceGenerator``, beam 5) on the unpruned and the stripped models, and
+CTranslate2 (``dsp-export-ct2``) on every model in float32 and int8, at batch 1 and 64 and
+1 and 2 threads, on the first --sentences test sentences: free beam search and a
+length-controlled one (every hypothesis exactly --fixed-steps tokens, batch 64).
+Sentences/s, ms/token, peak RSS (a fresh process per engine decoding one batch of 64) and
+BLEU (sacreBLEU, detokenized, the whole test split, batch 64, 2 threads). Writes OUT/ct2_bench.json,
+OUT/ct2_bench.md and OUT/bleu_vs_speed.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from datetime import date
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+
+BIN = os.path.dirname(sys.executable)
+MAX_LEN = 200
+
+
+def sh(*cmd, log=None):
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
+    if log:
+        with open(log, "w") as f:
+            f.write(proc.stdout + proc.stderr)
+    if proc.returncode:
+        raise RuntimeError(f"{cmd[0]} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return proc.stdout
+
+
+# -- models ---------------------------------------------------------------------------
+
+
+def prepare(args) -> list:
+    """Stripped checkpoints and CTranslate2 folders of every model, cached in --work."""
+    import speed_bench as sb
+
+    from bench.common import fairseq_choice_at_layout
+    from dsp_fairseq.checkpoint_io import save_checkpoint_atomic
+    from dsp_fairseq.pruning.strip import strip_checkpoint
+
+    w = args.work
+    os.makedirs(w, exist_ok=True)
+    enc, dec = (int(x) for x in args.layout.split(","))
+    tag = f"{enc},{dec}"
+    models = [{"name": "unpruned", "method": "unpruned", "layout": "all", "ckpt": args.base}]
+    scores = args.importance or os.path.join(w, "importance.json")
+    if not os.path.isfile(scores):
+        print("  head importance", flush=True)
+        sh("dsp-importance", "--path", args.base, "--data", os.path.join(args.data, "bin"),
+           *args.importance_args.split(), "--cpu", "--output", scores)  # fmt: skip
+    imp = os.path.join(w, "importance-uniform.pt")
+    if not os.path.isfile(imp):
+        sh("dsp-strip", "--input", args.base, "--output", imp, "--importance", scores,
+           "--heads-per-attention", tag, log=imp + ".txt")  # fmt: skip
+    models.append(
+        {"name": "importance-uniform", "method": "importance", "layout": tag, "ckpt": imp}
+    )
+    fsq = os.path.join(w, "fairseq-uniform.pt")
+    if not os.path.isfile(fsq):
+        state, task, _ = sb.load_test_setup(args.base, os.path.join(args.data, "bin"))
+        stock, _ = sb.build_variant(state, "stock", 0, task)
+        new_state, _ = strip_checkpoint(state, kept=fairseq_choice_at_layout(stock, (enc, dec)))
+        save_checkpoint_atomic(new_state, fsq)
+        del stock
+    models.append({"name": "fairseq-uniform", "method": "fairseq weight magnitude",
+                   "layout": tag, "ckpt": fsq})  # fmt: skip
+    if args.dsp_uniform:
+        models.append({"name": "dsp-uniform", "method": "DSP", "layout": tag,
+                       "ckpt": stripped(args.dsp_uniform, os.path.join(w, "dsp-uniform.pt"))})  # fmt: skip
+    if args.dsp_padded:
+        models.append({"name": "dsp-padded", "method": "DSP", "layout": "padded",
+                       "ckpt": stripped(args.dsp_padded, os.path.join(w, "dsp-padded.pt"))})  # fmt: skip
+    else:
+        from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+        from dsp_fairseq.models.head_layout import parse_head_counts
+
+        counts = parse_head_counts(model_args(load_checkpoint(imp)).stripped_heads)
+        k = sum(sum(v) for v in counts.values())
+        pad = os.path.join(w, "importance-padded.pt")
+        if not os.path.isfile(pad):
+            sh("dsp-strip", "--input", args.base, "--output", pad, "--importance", scores,
+               "--heads-to-keep", k, log=pad + ".txt")  # fmt: skip
+        models.append({"name": "importance-padded", "method": "importance (global K)",
+                       "layout": "padded", "ckpt": pad})  # fmt: skip
+    for m in models:
+        for q in ("float32", "int8"):
+            out = os.path.join(w, f"ct2-{m['name']}-{q}")
+            if not os.path.isdir(out):
+                extra = [] if q == "float32" else ["--quantization", q]
+                sh("dsp-export-ct2", "--input", m["ckpt"], "--output", out, "--data",
+                   os.path.join(args.data, "bin"), *extra, log=out + ".txt")  # fmt: skip
+            m[f"ct2_{q}"] = out
+        with open(m["ct2_float32"] + ".txt") as f:
+            m["export_log"] = [ln for ln in f.read().splitlines() if not ln.startswith("INFO")]
+    return models
+
+
+def stripped(ckpt: str, out: str) -> str:
+    """A DSP checkpoint as given if stripped, else stripped with its gate into ``out``."""
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    if getattr(model_args(load_checkpoint(ckpt)), "stripped_heads", None):
+        return ckpt
+    if not os.path.isfile(out):
+        sh("dsp-strip", "--input", ckpt, "--output", out, log=out + ".txt")
+    return out
+
+
+# -- engines ----------------------------------------------------------------------------
+
+
+class FairseqEngine:
+    def __init__(self, ckpt, data):
+        import speed_bench as sb
+
+        from dsp_fairseq.checkpoint_io import model_args
+
+        self.state, self.task, self.ds = sb.load_test_setup(ckpt, data)
+        margs = copy.copy(model_args(self.state))
+        self.model = self.task.build_model(margs)
+        weights = {k: v for k, v in self.state["model"].items() if not k.startswith("head_gate.")}
+        if (
+            getattr(margs, "gate_type", "none") != "none"
+            and "head_gate.logits" in self.state["model"]
+        ):
+            weights = self.state["model"]
+        self.model.load_state_dict(weights, strict=True)
+        self.model.eval()
+
+    def sources(self, n):
+        return [
+            self.task.source_dictionary.string(self.ds[i]["source"][:-1]).split()
+            for i in range(min(n, len(self.ds)))
+        ]
+
+    def decode(self, n, batch, threads, fixed=0):
+        import torch
+        from fairseq.sequence_generator import SequenceGenerator
+
+        torch.set_num_threads(threads)
+        gen = SequenceGenerator([self.model], self.task.target_dictionary, beam_size=5,
+                                max_len_a=0, max_len_b=fixed or MAX_LEN, min_len=fixed or 1)  # fmt: skip
+        ids = list(range(min(n, len(self.ds))))
+        hyps = {}
+        with torch.inference_mode():
+            for j in range(0, len(ids), batch):
+                b = self.ds.collater([self.ds[i] for i in ids[j : j + batch]])
+                for sid, h in zip(b["id"].tolist(), gen.generate([self.model], b)):
+                    hyps[sid] = self.task.target_dictionary.string(h[0]["tokens"]).split()
+        return [hyps[i] for i in ids]
+
+
+class CT2Engine:
+    def __init__(self, model_dir):
+        self.model_dir = model_dir
+        self.translators = {}
+
+    def translator(self, threads):
+        if threads not in self.translators:
+            import ctranslate2
+
+            self.translators[threads] = ctranslate2.Translator(
+                self.model_dir, device="cpu", inter_threads=1, intra_threads=threads
+            )
+        return self.translators[threads]
+
+    def decode_tokens(self, sources, batch, threads, fixed=0):
+        res = self.translator(threads).translate_batch(
+            sources, beam_size=5, max_batch_size=batch,
+            max_decoding_length=fixed or MAX_LEN, min_decoding_length=fixed or 1,
+        )  # fmt: skip
+        return [r.hypotheses[0] for r in res]
+
+
+def run_engine(engine, sources, n, batch, threads, fixed=0):
+    if isinstance(engine, FairseqEngine):
+        return engine.decode(n, batch, threads, fixed)
+    return engine.decode_tokens(sources[:n], batch, threads, fixed)
+
+
+def peak_rss_worker(cfg) -> dict:
+    """Peak RSS of one engine decoding one batch, in a fresh process."""
+    sys.path.insert(0, ROOT)
+    if cfg["kind"] == "fairseq":
+        import speed_bench as sb
+
+        from bench.common import quiet_fairseq
+
+        sb._plugin()
+        quiet_fairseq()
+        engine = FairseqEngine(cfg["path"], cfg["data"])
+        engine.decode(cfg["batch"], cfg["batch"], cfg["threads"])
+    else:
+        engine = CT2Engine(cfg["path"])
+        engine.decode_tokens(cfg["sources"], cfg["batch"], cfg["threads"])
+    return {"peak_rss_mb": vm_hwm_mb()}
+
+
+def vm_hwm_mb() -> float:
+    """Peak RSS of this process since its exec (VmHWM). ``ru_maxrss`` would be wrong here: Linux
+    keeps it across fork and exec, so a worker started by a large parent reports the parent's."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_rss(cfg) -> float:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(cfg)], capture_output=True, text=True
+    )
+    if proc.returncode:
+        raise RuntimeError(f"worker failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+
+
+# -- measuring ---------------------------------------------------------------------------
+
+
+def bleu(hyps, spm, refs) -> float:
+    import sacrebleu
+
+    return round(sacrebleu.corpus_bleu([spm.decode(h) for h in hyps], [refs]).score, 2)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--data", help="prepared corpus folder (bin/, spm/spm.model, raw/test.en)")
+    p.add_argument("--base", help="trained unpruned checkpoint")
+    p.add_argument("--layout", default="4,4", help="uniform layout ENC,DEC")
+    p.add_argument("--importance", help="dsp-importance scores of --base (default: computed)")
+    p.add_argument("--importance-args", default="--max-batches 10", help="dsp-importance options")
+    p.add_argument("--dsp-uniform", help="DSP checkpoint trained with --heads-per-attention")
+    p.add_argument("--dsp-padded", help="DSP checkpoint trained with a global --heads-to-keep")
+    p.add_argument("--out", default=os.path.join(HERE, "ct2"))
+    p.add_argument("--work", default=os.path.join(ROOT, "work", "ct2bench"))
+    p.add_argument("--sentences", type=int, default=64, help="test sentences timed")
+    p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--batches", default="1,64")
+    p.add_argument("--fixed-steps", type=int, default=20)
+    p.add_argument("--bleu-sentences", type=int, default=0, help="0: the whole test split")
+    args = p.parse_args()
+    if args.worker:
+        print(json.dumps(peak_rss_worker(json.loads(args.worker))))
+        return 0
+    if not (args.data and args.base):
+        p.error("--data and --base are required")
+    import sentencepiece
+    import speed_bench as sb
+
+    from bench.common import machine, quiet_fairseq
+
+    sb._plugin()
+    quiet_fairseq()
+    start = time.time()
+    bin_dir = os.path.join(args.data, "bin")
+    spm = sentencepiece.SentencePieceProcessor(model_file=os.path.join(args.data, "spm/spm.model"))
+    with open(os.path.join(args.data, "raw/test.en"), encoding="utf-8") as f:
+        refs = [line.rstrip("\n") for line in f]
+    models = prepare(args)
+    by_name = {m["name"]: m for m in models}
+    fs_stripped = "dsp-uniform" if "dsp-uniform" in by_name else "importance-uniform"
+    engines = {
+        ("fairseq", "unpruned", "float32"): FairseqEngine(args.base, bin_dir),
+        ("fairseq", fs_stripped, "float32"): FairseqEngine(by_name[fs_stripped]["ckpt"], bin_dir),
+    }
+    for m in models:
+        for q in ("float32", "int8"):
+            engines[("ct2", m["name"], q)] = CT2Engine(m[f"ct2_{q}"])
+    ref_engine = engines[("fairseq", "unpruned", "float32")]
+    n_all = len(ref_engine.ds) if not args.bleu_sentences else args.bleu_sentences
+    sources = ref_engine.sources(n_all)
+    refs = refs[:n_all]
+
+    # quality: the whole test split, batch 64, 2 threads
+    print(f"  BLEU on {n_all} sentences, {len(engines)} engines", flush=True)
+    quality, hyps_all = {}, {}
+    for key, engine in engines.items():
+        t0 = time.time()
+        hyps = run_engine(engine, sources, n_all, 64, 2)
+        hyps_all[key] = hyps
+        quality[key] = {"bleu": bleu(hyps, spm, refs), "bleu_seconds": round(time.time() - t0, 1)}
+        print(f"    {key}: BLEU {quality[key]['bleu']}", flush=True)
+    # identical translations of CTranslate2 float32 vs fairseq, same stripped model
+    agreement = {}
+    for name in ("unpruned", fs_stripped):
+        a, b = hyps_all[("ct2", name, "float32")], hyps_all[("fairseq", name, "float32")]
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        agreement[name] = {
+            "identical": len(a) - len(diff),
+            "of": len(a),
+            "differ_at_length_limit": sum(len(a[i]) >= MAX_LEN for i in diff),
+            "examples": [{"id": i, "ct2": " ".join(a[i]), "fairseq": " ".join(b[i])}
+                         for i in diff[:5]],
+        }  # fmt: skip
+        q8 = hyps_all[("ct2", name, "int8")]
+        agreement[name]["int8_identical_to_float32"] = sum(x == y for x, y in zip(q8, a))
+
+    # speed: engines in turns
+    rows = []
+    settings = [(b, t, 0) for b in map(int, args.batches.split(",")) for t in map(int, args.threads.split(","))]  # fmt: skip
+    settings += [(64, t, args.fixed_steps) for t in map(int, args.threads.split(","))]
+    for batch, threads, fixed in settings:
+        print(f"  batch {batch}, {threads} threads, {'fixed ' + str(fixed) if fixed else 'free'}:"
+              f" {len(engines)} engines in turns, {args.reps} rounds + warm-up", flush=True)  # fmt: skip
+        secs = {k: [] for k in engines}
+        last = {}
+        for rnd in range(args.reps + 1):
+            for key, engine in engines.items():
+                t0 = time.perf_counter()
+                hyps = run_engine(engine, sources, args.sentences, batch, threads, fixed)
+                dt = time.perf_counter() - t0
+                if rnd:
+                    secs[key].append(dt)
+                last[key] = hyps
+        for key in engines:
+            n = len(last[key])
+            tokens = sum(len(h) + 1 for h in last[key])  # + end of sentence
+            med = statistics.median(secs[key])
+            rows.append({"engine": key[0], "model": key[1], "precision": key[2], "batch": batch,
+                         "threads": threads, "fixed_steps": fixed, "seconds": secs[key],
+                         "sentences": n, "tokens": tokens, "sentences_per_s": n / med,
+                         "ms_per_token": 1000 * med / tokens})  # fmt: skip
+    print("  peak RSS", flush=True)
+    rss = {}
+    for key in engines:
+        path = (by_name[key[1]]["ckpt"] if key[0] == "fairseq" else by_name[key[1]][f"ct2_{key[2]}"])  # fmt: skip
+        cfg = {"kind": key[0], "path": path, "data": bin_dir, "batch": 64, "threads": 2,
+               "sources": sources[:64]}  # fmt: skip
+        rss["/".join(key)] = peak_rss(cfg)
+    result = {
+        "date": date.today().isoformat(),
+        "machine": machine(2),
+        "command": "python " + shlex.join(sys.argv),
+        "models": [{k: v for k, v in m.items()} for m in models],
+        "quality": {"/".join(k): v for k, v in quality.items()},
+        "agreement": agreement,
+        "rows": rows,
+        "peak_rss_mb": rss,
+        "wall_seconds": round(time.time() - start),
+    }
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "ct2_bench.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    table = render(result)
+    with open(os.path.join(args.out, "ct2_bench.md"), "w") as f:
+        f.write(table)
+    plot(result, os.path.join(args.out, "bleu_vs_speed.png"))
+    print(table)
+    return 0
+
+
+LABEL = {
+    "unpruned": "unpruned",
+    "dsp-uniform": "DSP, uniform",
+    "importance-uniform": "importance, uniform",
+    "fairseq-uniform": "fairseq's choice, uniform",
+    "dsp-padded": "DSP, padded",
+    "importance-padded": "importance (global K), padded",
+}
+
+
+def render(result) -> str:
+    models = {m["name"]: m for m in result["models"]}
+    rows = result["rows"]
+    base = {
+        (r["batch"], r["threads"], r["fixed_steps"]): r
+        for r in rows
+        if r["engine"] == "fairseq" and r["model"] == "unpruned"
+    }
+    lines = [f"Machine: {result['machine']}. Date: {result['date']}.", "",
+             f"Command: `{result['command']}`", ""]  # fmt: skip
+    lines.append("Heads per model (CTranslate2 export; `kept(written)`):")
+    lines.append("")
+    for name, m in models.items():
+        log = [ln for ln in m.get("export_log", []) if ln.startswith(("enc-self", "dec-self", "cross", "uniform", "padded", "cost"))]  # fmt: skip
+        lines.append(f"- {LABEL.get(name, name)} ({m['layout']}): " + "; ".join(log))
+    lines.append("")
+    keys = []
+    for r in rows:
+        k = (r["engine"], r["model"], r["precision"])
+        if k not in keys:
+            keys.append(k)
+    settings = sorted({(r["batch"], r["threads"], r["fixed_steps"]) for r in rows})
+    head = "| engine | model | layout | precision | BLEU | peak RSS MB | " + " | ".join(
+        f"b{b} t{t}{' fixed' if f else ''} sent/s (x fairseq) | ms/tok" for b, t, f in settings
+    )
+    lines += [head + " |", "|" + "---|" * (6 + 2 * len(settings))]
+    for k in keys:
+        cells = [k[0] if k[0] == "fairseq" else "CTranslate2", LABEL.get(k[1], k[1]),
+                 models[k[1]]["layout"], k[2], f"{result['quality']['/'.join(k)]['bleu']:.2f}",
+                 f"{result['peak_rss_mb']['/'.join(k)]:.0f}"]  # fmt: skip
+        for s in settings:
+            r = next(r for r in rows if (r["engine"], r["model"], r["precision"]) == k
+                     and (r["batch"], r["threads"], r["fixed_steps"]) == s)  # fmt: skip
+            ratio = r["sentences_per_s"] / base[s]["sentences_per_s"]
+            cells += [f"{r['sentences_per_s']:.1f} ({ratio:.2f}x)", f"{r['ms_per_token']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    for name, a in result["agreement"].items():
+        lines.append(
+            f"- CTranslate2 float32 vs fairseq, {LABEL.get(name, name)}: {a['identical']}/{a['of']} "
+            f"identical translations ({a['differ_at_length_limit']} of the differences at the "
+            f"{MAX_LEN}-token limit); int8 vs float32: {a['int8_identical_to_float32']}/{a['of']}"
+        )
+    lines.append(f"- wall time of the command: {result['wall_seconds'] / 60:.1f} min")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in result["rows"]:
+        if (r["batch"], r["threads"], r["fixed_steps"]) != (64, 2, 0):
+            continue
+        key = "/".join((r["engine"], r["model"], r["precision"]))
+        marker = {"fairseq": "s", "ct2": "o" if r["precision"] == "float32" else "^"}[r["engine"]]
+        ax.scatter(r["sentences_per_s"], result["quality"][key]["bleu"], marker=marker)
+        ax.annotate(
+            f"{'fairseq' if r['engine'] == 'fairseq' else 'ct2'} {LABEL.get(r['model'], r['model'])}"
+            f" {r['precision'] if r['engine'] == 'ct2' else ''}",
+            (r["sentences_per_s"], result["quality"][key]["bleu"]),
+            fontsize=6,
+        )
+    ax.set_xlabel("sentences/s (beam 5, batch 64, 2 threads)")
+    ax.set_ylabel("sacreBLEU (test)")
+    ax.set_title("BLEU vs speed: engine x layout x precision")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

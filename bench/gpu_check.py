@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""GPU check of the --fp16 training path, stripping and fp16 decoding (one prepared run).
+
+On a machine with a CUDA GPU, with the virtual environment's tools on PATH:
+
+    python bench/gpu_check.py --work work/gpu_check            # data prepared if needed
+    python bench/gpu_check.py --data-bin work/multi30k/bin ...  # reuse binarised Multi30k
+
+1. prepares Multi30k De->En (examples/translation/prepare-multi30k.sh) unless --data-bin;
+2. trains transformer_dsp_iwslt_de_en with DSP (K = --heads-to-keep) under --fp16 at the
+   default initial loss scale for --updates updates; checks that the loss scale never falls
+   below 8 and that at most --max-skipped-share of the updates were skipped for overflow;
+3. validates the result with fairseq-validate --fp16 (finite loss);
+4. strips it with dsp-strip and decodes the test set with fp16 (BLEU of both models);
+5. times fp16 decoding of the unpruned (masked) and stripped models, beam 5, batch 64 and
+   128 (best of --reps runs, fairseq-generate's own sentences/s);
+6. measures training words/s (--fp16) of transformer_dsp with its gate at K = H against
+   stock fairseq `transformer_iwslt_de_en`, --speed-updates updates each.
+
+Writes WORK/gpu_check.json and prints a summary; exit status 0 when the checks hold, 1 when
+one fails, 2 when no CUDA GPU is visible (nothing is run then; --dry-run prints the
+commands instead, which needs no GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PLUGIN = os.path.join(ROOT, "dsp_fairseq")
+
+NO_GPU = (
+    "gpu_check: no CUDA GPU is visible (torch.cuda.is_available() is False); this check "
+    "trains and decodes with --fp16 on a GPU, so nothing was run. "
+    "Use --dry-run to see the commands it would run."
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gpu_check.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--work",
+        default=os.path.join(ROOT, "work", "gpu_check"),
+        help="folder for data, checkpoints, logs and gpu_check.json",
+    )
+    p.add_argument("--data-bin", help="binarised Multi30k (fairseq-preprocess output) to reuse")
+    p.add_argument("--updates", type=int, default=300, help="DSP --fp16 training updates")
+    p.add_argument("--heads-to-keep", type=int, default=18, help="K (of 72 heads)")
+    p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument(
+        "--min-loss-scale",
+        type=float,
+        default=8.0,
+        help="fail if fairseq's loss scale ever falls below this",
+    )
+    p.add_argument(
+        "--max-skipped-share",
+        type=float,
+        default=0.05,
+        help="fail if more than this share of updates is skipped for overflow",
+    )
+    p.add_argument(
+        "--speed-updates",
+        type=int,
+        default=100,
+        help="updates per training-speed run (gated K = H and stock)",
+    )
+    p.add_argument("--reps", type=int, default=3, help="decode timing runs per setting (best)")
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    return p  # fmt: skip
+
+
+def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    for name in ("updates", "heads_to_keep", "max_tokens", "speed_updates", "reps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.updates < 50:
+        parser.error("--updates must be >= 50: the check is about the annealed low temperatures")
+    if not 0 <= args.max_skipped_share < 1:
+        parser.error("--max-skipped-share must lie in [0, 1)")
+    if args.data_bin and not os.path.isfile(os.path.join(args.data_bin, "dict.de.txt")):
+        parser.error(
+            f"--data-bin {args.data_bin}: no dict.de.txt there (fairseq-preprocess output?)"
+        )
+
+
+# -- fairseq log parsing ----------------------------------------------------------------
+
+_OVERFLOW = re.compile(r"NOTE: gradient overflow detected")
+_TRANSLATED = re.compile(r"Translated [\d,]+ sentences \([\d,]+ tokens\) in [\d.]+s "
+                         r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)")  # fmt: skip
+_BLEU = re.compile(r"BLEU = ([\d.]+)")
+_VALID_LOSS = re.compile(r"valid on '[^']+' subset \| loss ([^ |]+)")
+
+
+def _json_records(text: str, tag: str) -> List[dict]:
+    """fairseq's --log-format json records of one kind (train_inner, train, ...).
+
+    fairseq logs them as ``... | INFO | TAG | {json}``; end-of-epoch records
+    (``print``) prefix their keys with ``TAG_``, which is removed here.
+    """
+    records = []
+    marker = f"| {tag} | "
+    for line in text.splitlines():
+        if marker not in line:
+            continue
+        try:
+            record = json.loads(line.split(marker, 1)[1])
+        except json.JSONDecodeError:
+            continue
+        records.append({k.removeprefix(f"{tag}_"): v for k, v in record.items()})
+    return records
+
+
+def train_stats(log: str) -> Dict[str, object]:
+    """Loss scales, overflow count, words/s and updates from a fairseq-train json log."""
+    inner = _json_records(log, "train_inner")
+    final = _json_records(log, "train")
+    scales = [float(r["loss_scale"]) for r in inner + final if "loss_scale" in r]
+    wps = [float(r["wps"]) for r in inner if "wps" in r]
+    updates = max([int(float(r.get("num_updates", 0))) for r in inner + final] or [0])
+    return {
+        "loss_scales": scales,
+        "min_loss_scale": min(scales) if scales else None,
+        "overflows": len(_OVERFLOW.findall(log)),
+        # the first interval includes start-up: leave it out of the speed
+        "wps": (sum(wps[1:]) / len(wps[1:])) if len(wps) > 1 else (wps[0] if wps else None),
+        "updates": updates,
+    }
+
+
+def fp16_failures(
+    stats: Dict[str, object], min_scale: float, max_skipped_share: float
+) -> List[str]:
+    """What is wrong with an fp16 training run, in words (empty: nothing)."""
+    problems = []
+    if not stats["loss_scales"]:
+        problems.append("no loss_scale in the training log (was it run with --fp16?)")
+    elif stats["min_loss_scale"] < min_scale:
+        problems.append(f"loss scale fell to {stats['min_loss_scale']} (< {min_scale})")
+    attempted = stats["updates"] + stats["overflows"]
+    if attempted and stats["overflows"] > max_skipped_share * attempted:
+        problems.append(
+            f"{stats['overflows']} of {attempted} updates skipped for overflow "
+            f"(> {max_skipped_share:.0%})"
+        )
+    return problems
+
+
+def decode_speed(log: str) -> Optional[float]:
+    found = _TRANSLATED.findall(log)
+    return float(found[-1][0]) if found else None
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def commands(args: argparse.Namespace) -> Dict[str, List[str]]:
+    """Every command of the check, by step name (the timing steps are run --reps times)."""
+    work = os.path.abspath(args.work)
+    data = args.data_bin or os.path.join(work, "multi30k", "bin")
+    dsp, speed = os.path.join(work, "dsp"), os.path.join(work, "speed")
+    masked, pruned = os.path.join(dsp, "checkpoint_last.pt"), os.path.join(dsp, "pruned.pt")
+    train_common = [
+        "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "5e-4",
+        "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "100", "--dropout", "0.3",
+        "--max-tokens", str(args.max_tokens), "--share-all-embeddings", "--fp16",
+        "--log-format", "json", "--log-interval", "10", "--no-epoch-checkpoints",
+        "--disable-validation", "--seed", "1", "--num-workers", "2",
+    ]  # fmt: skip
+    dsp_flags = ["--user-dir", PLUGIN, "--arch", "transformer_dsp_iwslt_de_en",
+                 "--fp16-no-flatten-grads", "--criterion", "dsp_label_smoothed_cross_entropy",
+                 "--label-smoothing", "0.1"]  # fmt: skip
+    cmds: Dict[str, List[str]] = {}
+    if not args.data_bin:
+        cmds["prepare"] = ["bash", os.path.join(ROOT, "examples/translation/prepare-multi30k.sh"),
+                           "--out", os.path.join(work, "multi30k")]  # fmt: skip
+    cmds["train"] = ["fairseq-train", data, *dsp_flags, *train_common,
+                     "--heads-to-keep", str(args.heads_to_keep),
+                     "--anneal-updates", str(args.updates), "--max-update", str(args.updates),
+                     "--save-dir", dsp]  # fmt: skip
+    cmds["validate"] = ["fairseq-validate", data, "--user-dir", PLUGIN, "--path", masked,
+                        "--fp16", "--valid-subset", "valid", "--max-tokens", str(args.max_tokens)]  # fmt: skip
+    cmds["strip"] = ["dsp-strip", "--input", masked, "--output", pruned]
+    for name, path in (("unpruned", masked), ("stripped", pruned)):
+        cmds[f"bleu-{name}"] = ["fairseq-generate", data, "--user-dir", PLUGIN, "--path", path,
+                                "--fp16", "--beam", "5", "--batch-size", "128",
+                                "--remove-bpe", "sentencepiece", "--gen-subset", "test"]  # fmt: skip
+        for batch in (64, 128):
+            cmds[f"time-{name}-b{batch}"] = [
+                "fairseq-generate", data, "--user-dir", PLUGIN, "--path", path, "--fp16",
+                "--beam", "5", "--batch-size", str(batch), "--gen-subset", "test", "--quiet",
+            ]  # fmt: skip
+    n = str(args.speed_updates)
+    cmds["speed-gated-K=H"] = ["fairseq-train", data, *dsp_flags, *train_common,
+                               "--max-update", n, "--save-dir", os.path.join(speed, "gated"),
+                               "--no-save"]  # fmt: skip
+    cmds["speed-stock"] = ["fairseq-train", data, "--arch", "transformer_iwslt_de_en",
+                           "--criterion", "label_smoothed_cross_entropy", "--label-smoothing",
+                           "0.1", *train_common, "--max-update", n,
+                           "--save-dir", os.path.join(speed, "stock"), "--no-save"]  # fmt: skip
+    return cmds
+
+
+def _run(name: str, cmd: List[str], logs: str) -> str:
+    print(f"[gpu_check] {name}: {shlex.join(cmd)}", flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    with open(os.path.join(logs, f"{name}.log"), "w") as f:
+        f.write(text)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{name} failed ({proc.returncode}); see {logs}/{name}.log:\n{text[-2000:]}"
+        )
+    return text
+
+
+def run_check(args: argparse.Namespace) -> int:
+    cmds = commands(args)
+    logs = os.path.join(os.path.abspath(args.work), "logs")
+    os.makedirs(logs, exist_ok=True)
+    result: Dict[str, object] = {"failures": []}
+    failures: List[str] = result["failures"]
+    if "prepare" in cmds:
+        _run("prepare", cmds["prepare"], logs)
+    stats = train_stats(_run("train", cmds["train"], logs))
+    result["train"] = {k: v for k, v in stats.items() if k != "loss_scales"}
+    failures += fp16_failures(stats, args.min_loss_scale, args.max_skipped_share)
+    loss = _VALID_LOSS.findall(_run("validate", cmds["validate"], logs))
+    result["valid_loss"] = float(loss[-1]) if loss else None
+    if result["valid_loss"] is None or not math.isfinite(result["valid_loss"]):
+        failures.append(f"fairseq-validate --fp16 gave no finite loss ({loss})")
+    _run("strip", cmds["strip"], logs)
+    for name in ("unpruned", "stripped"):
+        bleu = _BLEU.findall(_run(f"bleu-{name}", cmds[f"bleu-{name}"], logs))
+        result[f"bleu_{name}"] = float(bleu[-1]) if bleu else None
+        if not bleu:
+            failures.append(f"fp16 decoding of the {name} model printed no BLEU")
+    timing: Dict[str, float] = {}
+    for batch in (64, 128):
+        for name in ("unpruned", "stripped"):
+            key = f"time-{name}-b{batch}"
+            runs = [decode_speed(_run(key, cmds[key], logs)) for _ in range(args.reps)]
+            timing[f"{name}_b{batch}_sent_per_s"] = max(r for r in runs if r is not None)
+        timing[f"speedup_b{batch}"] = (
+            timing[f"stripped_b{batch}_sent_per_s"] / timing[f"unpruned_b{batch}_sent_per_s"]
+        )
+    result["decode"] = timing
+    gated = train_stats(_run("speed-gated-K=H", cmds["speed-gated-K=H"], logs))
+    stock = train_stats(_run("speed-stock", cmds["speed-stock"], logs))
+    result["train_wps"] = {"gated_K=H": gated["wps"], "stock": stock["wps"]}
+    if gated["wps"] and stock["wps"]:
+        result["train_wps"]["ratio"] = gated["wps"] / stock["wps"]
+    failures += [
+        f"gated K=H speed run: {p}" for p in fp16_failures(gated, args.min_loss_scale, 1.0)
+    ]
+    with open(os.path.join(os.path.abspath(args.work), "gpu_check.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    print(json.dumps(result, indent=2))
+    for problem in failures:
+        print(f"gpu_check: FAILED: {problem}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_args(parser, args)
+    if args.dry_run:
+        for name, cmd in commands(args).items():
+            print(f"{name}: {shlex.join(cmd)}")
+        return 0
+    import torch
+
+    if not torch.cuda.is_available():
+        print(NO_GPU, file=sys.stderr)
+        return 2
+    print(f"[gpu_check] {torch.cuda.get_device_name(0)}; torch {torch.__version__}", flush=True)
+    start = time.time()
+    try:
+        status = run_check(args)
+    except RuntimeError as err:
+        print(f"gpu_check: {err}", file=sys.stderr)
+        return 1
+    print(f"[gpu_check] done in {time.time() - start:.0f}s", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

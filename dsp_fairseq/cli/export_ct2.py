@@ -1,0 +1,73 @@
+"""dsp-export-ct2: convert a stripped (or unpruned) checkpoint into a CTranslate2 model.
+
+    dsp-export-ct2 --input checkpoints/pruned.pt --output ct2-model [--data DATA-BIN]
+                   [--quantization int8|int8_float32|int16|float16] [--force]
+
+Takes a stripped checkpoint (dsp-strip), a gated transformer_dsp checkpoint (exported with
+its test mask's heads), an unpruned transformer_dsp or a stock fairseq transformer. The
+vocabularies come from the fairseq data folder (dict.SRC.txt, dict.TGT.txt): --data, else
+the folder recorded in the checkpoint. CTranslate2 has one head count per stack (encoder,
+decoder), so an uneven layout is padded with zero heads to each stack's widest attention
+(exact, but it computes those heads); a uniform layout (--heads-per-attention when training
+or stripping) is exported as it is. The layout, the padding and the cost are printed.
+
+The model folder is written beside OUTPUT and renamed into place; an existing OUTPUT is
+replaced only with --force. Translate with dsp-translate-ct2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..checkpoint_io import CheckpointError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dsp-export-ct2",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--input", required=True, help="checkpoint to export")
+    parser.add_argument("--output", required=True, help="CTranslate2 model folder to write")
+    parser.add_argument(
+        "--data", help="fairseq data folder with dict.SRC.txt and dict.TGT.txt (default: the "
+        "checkpoint's)"
+    )  # fmt: skip
+    parser.add_argument(
+        "--quantization",
+        choices=["int8", "int8_float32", "int16", "float16"],
+        help="weight type of the saved model (default: float32)",
+    )
+    parser.add_argument("--force", action="store_true", help="replace an existing --output")
+    parser.add_argument("--quiet", action="store_true", help="do not print the layout")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    import dsp_fairseq  # noqa: F401  (registers the model with fairseq)
+
+    try:
+        from ..export.converter import export_checkpoint
+    except ImportError as err:
+        print(f"dsp-export-ct2: error: {err} (pip install ctranslate2)", file=sys.stderr)
+        return 2
+    log = (lambda *a: None) if args.quiet else print
+    try:
+        converter = export_checkpoint(
+            args.input, args.output, args.data, args.quantization, args.force, log=log
+        )
+    except CheckpointError as err:
+        print(f"dsp-export-ct2: error: {err}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"input: {converter.description}")
+        print(converter.plan.describe())
+        print(f"wrote {args.output} ({args.quantization or 'float32'} weights)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
