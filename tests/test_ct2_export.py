@@ -210,13 +210,14 @@ def trained(corpus, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def stripped(corpus, trained, tmp_path_factory) -> dict:
     """Joint DSP at a uniform layout (--heads-per-attention 3,3) and at a global K = 24 (an
-    uneven layout), each trained 120 updates and stripped with its gate; and random heads
+    uneven layout), each trained 600 updates (with fewer, every input gets the same output)
+    and stripped with its gate; and random heads
     with empty attentions (14 heads: this barely trained model then rambles to the limit)."""
     out = tmp_path_factory.mktemp("ct2-stripped")
     paths = {k: out / f"{k}.pt" for k in ("uniform", "padded", "empty")}
     for name, budget in (("uniform", ["--heads-per-attention", "3,3", "--heads-to-keep", "27"]),
                          ("padded", ["--heads-to-keep", "24"])):  # fmt: skip
-        run(*train_cmd(corpus, out / name, 120, *budget, "--lr", "5e-3"))
+        run(*train_cmd(corpus, out / name, 600, *budget, "--lr", "5e-3"))
         run("dsp-strip", "--input", out / name / "checkpoint_last.pt", "--output", paths[name])
     run("dsp-strip", "--input", trained, "--output", paths["empty"], "--random",
         "--heads-to-keep", "14", "--seed", "2")  # fmt: skip
@@ -297,7 +298,9 @@ def test_export_translates_like_fairseq(layout, stripped, corpus, tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temp folder left
     for beam in (5, 1):
         expected, sources = _fairseq_hypotheses(stripped[layout], corpus, beam)
-        assert len({" ".join(h) for h in expected}) > 5  # the model says different things
+        if layout != "empty":  # (the empty-attention model rambles to the limit by design)
+            # the output depends on the input (this tiny model has only a few distinct outputs)
+            assert len({" ".join(h) for h in expected}) >= 2
         hyps = _ct2_hypotheses(out, sources, beam)
         assert_same(hyps, expected)
         if layout != "empty":
