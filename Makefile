@@ -51,14 +51,11 @@ bench-quality: $(STAMP)
 bench-converged: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash bench/run_converged_bench.sh
 
-# CTranslate2 deployment benchmark (bench/ct2_bench.py); needs a trained baseline and its data
-CT2_DATA ?= work/converged/data
-CT2_BASE ?= work/converged/baseline/checkpoint_best.pt
+# CTranslate2 deployment benchmark on the converged model (bench/run_ct2_bench.sh: DSP at a
+# uniform layout, 3 seeds, then bench/ct2_bench.py); needs `make bench-converged`'s baseline
 CT2_LAYOUT ?= 4,4
 bench-ct2: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python bench/ct2_bench.py --data $(CT2_DATA) \
-		--base $(CT2_BASE) --layout $(CT2_LAYOUT) --out bench/ct2 --work work/ct2bench \
-		--importance-args "--max-batches 10 --granularity batch" --sentences 32 --reps 2 $(CT2_ARGS)
+	PATH=$(abspath $(BIN)):$$PATH bash bench/run_ct2_bench.sh --layout $(CT2_LAYOUT) $(CT2_ARGS)
 
 clean:
 	rm -rf $(VENV) work

@@ -20,6 +20,25 @@ def machine(threads: int) -> str:
     return f"{cpu}; {os.cpu_count()} cores; torch {torch.__version__}; {threads} threads"
 
 
+def peak_rss_mb() -> float:
+    """Peak resident set of this process since its exec, in MB (``VmHWM``).
+
+    ``getrusage(RUSAGE_SELF).ru_maxrss`` would be wrong in a worker started by a benchmark:
+    Linux carries the forked copy of the parent's peak across exec, so every worker reports
+    at least its parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def quiet_fairseq() -> None:
     """Keep fairseq's INFO logging out of benchmark outputs."""
     logging.getLogger().setLevel(logging.WARNING)

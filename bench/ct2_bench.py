@@ -30,7 +30,6 @@ import argparse
 import copy
 import json
 import os
-import resource
 import shlex
 import statistics
 import subprocess
@@ -99,6 +98,11 @@ def prepare(args) -> list:
     if args.dsp_uniform:
         models.append({"name": "dsp-uniform", "method": "DSP", "layout": tag,
                        "ckpt": stripped(args.dsp_uniform, os.path.join(w, "dsp-uniform.pt"))})  # fmt: skip
+    for i, ckpt in enumerate(x for x in (args.dsp_uniform_seeds or "").split(",") if x):
+        # more seeds of the uniform DSP run: BLEU only (the seed spread of the head choice)
+        models.append({"name": f"dsp-uniform-seed{i + 2}", "method": "DSP", "layout": tag,
+                       "ckpt": stripped(ckpt, os.path.join(w, f"dsp-uniform-seed{i + 2}.pt")),
+                       "bleu_only": True})  # fmt: skip
     if args.dsp_padded:
         models.append({"name": "dsp-padded", "method": "DSP", "layout": "padded",
                        "ckpt": stripped(args.dsp_padded, os.path.join(w, "dsp-padded.pt"))})  # fmt: skip
@@ -225,20 +229,9 @@ def peak_rss_worker(cfg) -> dict:
     else:
         engine = CT2Engine(cfg["path"])
         engine.decode_tokens(cfg["sources"], cfg["batch"], cfg["threads"])
-    return {"peak_rss_mb": vm_hwm_mb()}
+    from bench.common import peak_rss_mb  # after sys.path has the repository
 
-
-def vm_hwm_mb() -> float:
-    """Peak RSS of this process since its exec (VmHWM). ``ru_maxrss`` would be wrong here: Linux
-    keeps it across fork and exec, so a worker started by a large parent reports the parent's."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"peak_rss_mb": peak_rss_mb()}
 
 
 def peak_rss(cfg) -> float:
@@ -270,6 +263,10 @@ def main() -> int:
     p.add_argument("--importance", help="dsp-importance scores of --base (default: computed)")
     p.add_argument("--importance-args", default="--max-batches 10", help="dsp-importance options")
     p.add_argument("--dsp-uniform", help="DSP checkpoint trained with --heads-per-attention")
+    p.add_argument(
+        "--dsp-uniform-seeds",
+        help="comma-separated DSP checkpoints of the same layout with other seeds: BLEU only",
+    )
     p.add_argument("--dsp-padded", help="DSP checkpoint trained with a global --heads-to-keep")
     p.add_argument("--out", default=os.path.join(HERE, "ct2"))
     p.add_argument("--work", default=os.path.join(ROOT, "work", "ct2bench"))
@@ -304,9 +301,11 @@ def main() -> int:
         ("fairseq", "unpruned", "float32"): FairseqEngine(args.base, bin_dir),
         ("fairseq", fs_stripped, "float32"): FairseqEngine(by_name[fs_stripped]["ckpt"], bin_dir),
     }
+    bleu_only = {m["name"] for m in models if m.get("bleu_only")}
     for m in models:
         for q in ("float32", "int8"):
             engines[("ct2", m["name"], q)] = CT2Engine(m[f"ct2_{q}"])
+    timed = {k: e for k, e in engines.items() if k[1] not in bleu_only}
     ref_engine = engines[("fairseq", "unpruned", "float32")]
     n_all = len(ref_engine.ds) if not args.bleu_sentences else args.bleu_sentences
     sources = ref_engine.sources(n_all)
@@ -342,18 +341,18 @@ def main() -> int:
     settings += [(64, t, args.fixed_steps) for t in map(int, args.threads.split(","))]
     for batch, threads, fixed in settings:
         print(f"  batch {batch}, {threads} threads, {'fixed ' + str(fixed) if fixed else 'free'}:"
-              f" {len(engines)} engines in turns, {args.reps} rounds + warm-up", flush=True)  # fmt: skip
-        secs = {k: [] for k in engines}
+              f" {len(timed)} engines in turns, {args.reps} rounds + warm-up", flush=True)  # fmt: skip
+        secs = {k: [] for k in timed}
         last = {}
         for rnd in range(args.reps + 1):
-            for key, engine in engines.items():
+            for key, engine in timed.items():
                 t0 = time.perf_counter()
                 hyps = run_engine(engine, sources, args.sentences, batch, threads, fixed)
                 dt = time.perf_counter() - t0
                 if rnd:
                     secs[key].append(dt)
                 last[key] = hyps
-        for key in engines:
+        for key in timed:
             n = len(last[key])
             tokens = sum(len(h) + 1 for h in last[key])  # + end of sentence
             med = statistics.median(secs[key])
@@ -363,7 +362,7 @@ def main() -> int:
                          "ms_per_token": 1000 * med / tokens})  # fmt: skip
     print("  peak RSS", flush=True)
     rss = {}
-    for key in engines:
+    for key in timed:
         path = (by_name[key[1]]["ckpt"] if key[0] == "fairseq" else by_name[key[1]][f"ct2_{key[2]}"])  # fmt: skip
         cfg = {"kind": key[0], "path": path, "data": bin_dir, "batch": 64, "threads": 2,
                "sources": sources[:64]}  # fmt: skip
@@ -444,7 +443,86 @@ def render(result) -> str:
             f"{MAX_LEN}-token limit); int8 vs float32: {a['int8_identical_to_float32']}/{a['of']}"
         )
     lines.append(f"- wall time of the command: {result['wall_seconds'] / 60:.1f} min")
+    lines += ["", *choice_lines(result), "", *goal_lines(result)]
     return "\n".join(lines) + "\n"
+
+
+def dsp_seed_bleus(result, precision: str) -> list:
+    q = result["quality"]
+    return [q[f"ct2/{m['name']}/{precision}"]["bleu"] for m in result["models"]
+            if m["name"] == "dsp-uniform" or m["name"].startswith("dsp-uniform-seed")]  # fmt: skip
+
+
+def spread(xs: list) -> str:
+    if len(xs) < 2:
+        return f"{xs[0]:.2f} (1 seed)"
+    return (
+        f"{statistics.mean(xs):.2f} ± {statistics.stdev(xs):.2f} (sd, {len(xs)} seeds: "
+        + ", ".join(f"{x:.2f}" for x in xs)
+        + ")"
+    )
+
+
+def choice_lines(result) -> list:
+    """Which heads to keep at the same uniform layout: DSP (every seed) vs importance vs fairseq."""
+    q = result["quality"]
+    uni = [m for m in result["models"] if m["layout"] not in ("all", "padded")]
+    if not uni:
+        return []
+    lines = [f"Head choice at the uniform layout {uni[0]['layout']} (sacreBLEU on the whole test "
+             "split, CTranslate2):", "", "| choice | float32 | int8 |", "|---|---|---|"]  # fmt: skip
+    if dsp_seed_bleus(result, "float32"):
+        lines.append(f"| DSP | {spread(dsp_seed_bleus(result, 'float32'))} | "
+                     f"{spread(dsp_seed_bleus(result, 'int8'))} |")  # fmt: skip
+    for name in ("importance-uniform", "fairseq-uniform"):
+        if f"ct2/{name}/float32" in q:
+            lines.append(f"| {LABEL[name]} | {q[f'ct2/{name}/float32']['bleu']:.2f} | "
+                         f"{q[f'ct2/{name}/int8']['bleu']:.2f} |")  # fmt: skip
+    return lines
+
+
+def goal_lines(result) -> list:
+    """The issue's goals, measured: met or not, with the numbers."""
+    q, rows = result["quality"], result["rows"]
+
+    def sps(engine, model, precision, batch=64, threads=2):
+        for r in rows:
+            if (r["engine"], r["model"], r["precision"], r["batch"], r["threads"], r["fixed_steps"]) == (engine, model, precision, batch, threads, 0):  # fmt: skip
+                return r["sentences_per_s"]
+        return None
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    out = ["Goals:"]
+    for name, a in result["agreement"].items():
+        if name == "unpruned":
+            continue
+        d = abs(q[f"ct2/{name}/float32"]["bleu"] - q[f"fairseq/{name}/float32"]["bleu"])
+        share = a["identical"] / a["of"]
+        out.append(f"- CTranslate2 float32 = fairseq stripped ({LABEL.get(name, name)}): "
+                   f"{100 * share:.1f}% identical, BLEU differs by {d:.2f}: "
+                   f"{verdict(share >= 0.99 and d <= 0.1)} (>= 99%, <= 0.1)")  # fmt: skip
+        base = sps("fairseq", "unpruned", "float32")
+        fast = sps("ct2", name, "int8")
+        if base and fast:
+            drop = q[f"fairseq/{name}/float32"]["bleu"] - q[f"ct2/{name}/int8"]["bleu"]
+            out.append(f"- CTranslate2 int8 {LABEL.get(name, name)}: {fast / base:.2f}x the "
+                       f"sentences/s of unpruned fairseq (batch 64, 2 threads), {drop:.2f} BLEU "
+                       f"below the fairseq stripped model: {verdict(fast / base >= 3 and drop <= 0.5)}"
+                       " (>= 3x, <= 0.5)")  # fmt: skip
+    dsp = dsp_seed_bleus(result, "float32")
+    rivals = {n: q[f"ct2/{n}/float32"]["bleu"] for n in ("importance-uniform", "fairseq-uniform")
+              if f"ct2/{n}/float32" in q}  # fmt: skip
+    if dsp and rivals:
+        best_name, best = max(rivals.items(), key=lambda kv: kv[1])
+        sd = statistics.stdev(dsp) if len(dsp) > 1 else float("nan")
+        gap = statistics.mean(dsp) - best
+        ok = len(dsp) > 1 and gap > sd
+        out.append(f"- DSP's head choice vs the best other choice at the same layout "
+                   f"({LABEL[best_name]}, {best:.2f}): DSP {gap:+.2f} BLEU on the mean of "
+                   f"{len(dsp)} seeds, seed sd {sd:.2f}: {verdict(ok)} (a gap larger than the sd)")  # fmt: skip
+    return out
 
 
 def plot(result, path) -> None:

@@ -82,8 +82,7 @@ timed fairseq-removal python "$ROOT/bench/fairseq_prune_quality.py" --data "$WOR
   --ks 18,36 --out "$WORK/fairseq-prune"
 timed rows-ft-k18 sweep_rows --ks 18 --methods dsp+ft,importance+ft
 timed rows-k36-k9 sweep_rows --ks 36,9 --methods dsp,importance,dsp-ref
-timed rows-rest sweep_rows --ks 18,36,9 --methods random,hard-concrete,dsp-st,ste,importance-iter
-timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concrete+ft
+timed rows-hc sweep_rows --ks 18,36,9 --methods hard-concrete
 
 # 3. seeds at K = 18 for DSP and Hard Concrete (importance is deterministic: one run)
 for seed in 2 3; do
@@ -91,18 +90,21 @@ for seed in 2 3; do
     --seed "$seed" --methods dsp,hard-concrete --no-plots
 done
 
-# 4. joint DSP at K = 18, as many updates as the baseline made
-updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$WORK/baseline/checkpoint_last.pt")
-timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp \
-  --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
+timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concrete+ft
+timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-iter
 
-# 5. BLEU against decode speed-up for every stripped model (one process, round-robin)
+# 4. BLEU against decode speed-up for every stripped model (one process, round-robin)
 timed frontier python "$ROOT/bench/frontier_bench.py" --data "$WORK/data/bin" --base "$BASE" \
   --table "$WORK/sweep/results.json" --fairseq-table "$WORK/fairseq-prune/results.json" \
   --out "$OUT/frontier"
 
-# 6. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
+# 5. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
 timed pick-k dsp-pick-k --data "$WORK/data" --base "$BASE" --out "$WORK/pick-k" --tolerance 0.5
 mkdir -p "$OUT/pick-k"
 cp "$WORK/pick-k/pick.json" "$WORK/pick-k/pick.md" "$WORK/pick-k/frontier.png" "$OUT/pick-k/"
+# 6. joint DSP at K = 18, as many updates as the baseline made
+updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$WORK/baseline/checkpoint_last.pt")
+timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp \
+  --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
+
 echo "tables and logs in $OUT"

@@ -30,7 +30,6 @@ import copy
 import hashlib
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -197,7 +196,9 @@ def worker(cfg: dict) -> dict:
     model, _ = build_variant(state, cfg["variant"], cfg["k"], task)
     batches = make_batches(ds, cfg["batch"], cfg["batch"])
     decode_pass(make_generator(model, task, cfg["beam"], 0), model, batches)  # peak memory only
-    return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    from bench.common import peak_rss_mb  # after sys.path has the repository
+
+    return {"peak_rss_mb": peak_rss_mb()}
 
 
 def run_worker(cfg: dict) -> dict:

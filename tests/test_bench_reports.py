@@ -37,3 +37,58 @@ def test_converged_report_table(tmp_path):
     assert "| fairseq `_adaptive_prune_heads` | 3.41 |  |  |" in lines
     assert "| pipelined DSP (default schedule) | 18 | 3 | 24.09 | 23.09-25.09 |" in lines
     assert not any(line.startswith("| random heads") for line in lines)  # not run: no row
+
+
+def _ct2_result(dsp_seeds, importance, fairseq_choice, int8_speed, identical=1000):
+    """A ct2_bench.py result with the fields its report reads."""
+    models = [{"name": "unpruned", "layout": "all"}]
+    quality = {"fairseq/unpruned/float32": {"bleu": 40.0}}
+    for i, b in enumerate(dsp_seeds):
+        name = "dsp-uniform" if i == 0 else f"dsp-uniform-seed{i + 1}"
+        models.append({"name": name, "layout": "4,4", **({"bleu_only": True} if i else {})})
+        quality[f"ct2/{name}/float32"] = {"bleu": b}
+        quality[f"ct2/{name}/int8"] = {"bleu": b - 0.2}
+    quality["fairseq/dsp-uniform/float32"] = {"bleu": dsp_seeds[0]}
+    for name, b in (("importance-uniform", importance), ("fairseq-uniform", fairseq_choice)):
+        models.append({"name": name, "layout": "4,4"})
+        quality[f"ct2/{name}/float32"] = {"bleu": b}
+        quality[f"ct2/{name}/int8"] = {"bleu": b}
+    rows = [
+        {"engine": e, "model": m, "precision": p, "batch": 64, "threads": 2, "fixed_steps": 0,
+         "sentences_per_s": s}
+        for e, m, p, s in (("fairseq", "unpruned", "float32", 10.0),
+                           ("ct2", "dsp-uniform", "int8", int8_speed))
+    ]  # fmt: skip
+    agreement = {"dsp-uniform": {"identical": identical, "of": 1000}}
+    return {"models": models, "quality": quality, "rows": rows, "agreement": agreement}
+
+
+def test_ct2_report_goals_and_seed_spread():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ct2_bench
+
+    met = "\n".join(ct2_bench.goal_lines(_ct2_result([36.0, 35.8, 36.2], 34.0, 30.0, 35.0)))
+    assert "100.0% identical, BLEU differs by 0.00: met" in met
+    assert "3.50x the sentences/s of unpruned fairseq (batch 64, 2 threads), 0.20 BLEU below" in met
+    assert "DSP +2.00 BLEU on the mean of 3 seeds, seed sd 0.20: met" in met
+    # a gap inside the seed spread, a slow int8 engine and 98.9% agreement are not met
+    not_met = "\n".join(
+        ct2_bench.goal_lines(_ct2_result([35.0, 33.0, 34.4], 34.0, 30.0, 25.0, identical=989))
+    )
+    assert not_met.count("NOT met") == 3
+    table = "\n".join(ct2_bench.choice_lines(_ct2_result([36.0, 35.8, 36.2], 34.0, 30.0, 35.0)))
+    assert "| DSP | 36.00 ± 0.20 (sd, 3 seeds: 36.00, 35.80, 36.20) |" in table
+    assert "| importance, uniform | 34.00 | 34.00 |" in table
+
+
+def test_peak_rss_of_a_worker_is_its_own_not_its_parents():
+    # the parent holds ~1.5 GB; a fresh worker that only imports the helper must not report it
+    ballast = bytearray(1536 * 1024 * 1024)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+         "from bench.common import peak_rss_mb; print(peak_rss_mb())", ROOT],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    del ballast
+    assert 10 < float(out) < 1000

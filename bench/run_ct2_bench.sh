@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# CTranslate2 deployment benchmark on the converged 72-head model (issue "Deploy: export pruned
+# models to CTranslate2"):
+#   1. pipelined DSP trained for a uniform layout (--heads-per-attention ENC,DEC), --seeds;
+#   2. bench/ct2_bench.py: fairseq and CTranslate2 (float32, int8) on the unpruned model, DSP's,
+#      importance's and fairseq's head choice at that layout, and global-K DSP exported with
+#      zero-padded heads, timed in turns in one process; BLEU of every seed.
+#
+#   bash bench/run_ct2_bench.sh [--layout 4,4] [--seeds 1,2,3] [--work DIR] [--out DIR]
+#                               [--stage train|all] [-- CT2_BENCH_ARGS...]
+#
+# Needs the converged baseline and data of bench/run_converged_bench.sh (--stage baseline is
+# enough); the padded row reuses that benchmark's global-K DSP run if it exists, else trains one.
+# Resumable: every finished training run and export is skipped. Run the timing stage on an
+# otherwise idle machine (it times engines against each other in turns).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CONVERGED=$ROOT/work/converged
+WORK=$ROOT/work/ct2-converged OUT=$ROOT/bench/ct2 LAYOUT=4,4 SEEDS=1,2,3 STAGE=all EXTRA=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --layout) LAYOUT=$2; shift 2 ;;
+    --seeds) SEEDS=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --stage) STAGE=$2; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_ct2_bench.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
+  esac
+done
+RECIPES=$ROOT/examples/translation
+DATA=$CONVERGED/data BASE=$CONVERGED/baseline/checkpoint_best.pt
+for f in "$DATA/bin/dict.en.txt" "$BASE"; do
+  [[ -f $f ]] || { echo "run_ct2_bench.sh: $f is missing; train the converged baseline first:" \
+    "bash bench/run_converged_bench.sh --stage baseline" >&2; exit 1; }
+done
+[[ $LAYOUT =~ ^[0-9]+,[0-9]+$ ]] || { echo "run_ct2_bench.sh: --layout takes ENC,DEC" >&2; exit 1; }
+enc=${LAYOUT%,*} dec=${LAYOUT#*,}
+K=$((3 * enc + 6 * dec))  # 3 encoder self-attentions, 3 decoder self- and 3 cross-attentions
+mkdir -p "$WORK" "$OUT"
+timed() {  # timed LABEL CMD...: run and append the wall time
+  local label=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "$label: $((SECONDS - start)) s ($(date -u +%FT%TZ))" >> "$WORK/wall_time.txt"
+}
+
+uniform=()
+IFS=, read -ra seeds <<< "$SEEDS"
+for seed in "${seeds[@]}"; do
+  run=$WORK/dsp-uniform-${enc}x${dec}-seed$seed
+  timed "dsp-uniform seed $seed" bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" \
+    --heads-to-keep "$K" --save-dir "$run" --preset cpu-small --seed "$seed" \
+    --train-args "--heads-per-attention $LAYOUT"
+  uniform+=("$run/pruned.pt")
+done
+padded=$CONVERGED/sweep/runs/dsp-k$K/pruned.pt
+if [[ ! -f $padded ]]; then
+  timed "dsp global K=$K" bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" \
+    --heads-to-keep "$K" --save-dir "$WORK/dsp-k$K" --preset cpu-small
+  padded=$WORK/dsp-k$K/pruned.pt
+fi
+[[ $STAGE == train ]] && exit 0
+
+others=$(IFS=,; echo "${uniform[*]:1}")
+importance=$CONVERGED/sweep/importance.json
+imp_args=()
+[[ -f $importance ]] && imp_args=(--importance "$importance")
+timed ct2-bench python "$ROOT/bench/ct2_bench.py" --data "$DATA" --base "$BASE" --layout "$LAYOUT" \
+  "${imp_args[@]}" --importance-args "--max-batches 20" --dsp-uniform "${uniform[0]}" \
+  ${others:+--dsp-uniform-seeds "$others"} --dsp-padded "$padded" --work "$WORK/ct2" --out "$OUT" \
+  "${EXTRA[@]}"
+cp "$WORK/wall_time.txt" "$OUT/"
