@@ -95,8 +95,75 @@ def main() -> int:
             )
     if spread:
         out += ["", "| method | K | seeds | mean | min-max |", "|---|---:|---:|---:|---|", *spread]
+    out += ["", *goal_lines(cells, seeds, float(base["sacrebleu"]))]
     print("\n".join(out))
     return 0
+
+
+BASELINES = ("importance", "importance-iter", "hard-concrete", "ste", "random", "fairseq-removal")
+NAMES = {18: "H/4", 36: "H/2", 9: "H/8"}
+
+
+def goal_lines(cells: dict, seeds: dict, unpruned: float) -> list:
+    """The issue's goals, measured from the table: met, not met, or not measured yet."""
+
+    def test(method, k):
+        return cells[(method, k)][0] if (method, k) in cells else None
+
+    def within(method, limits) -> str:
+        parts, failed, missing = [], False, False
+        for k, limit in limits.items():
+            b = test(method, k)
+            if b is None:
+                parts.append(f"{NAMES[k]}: not run")
+                missing = True
+                continue
+            parts.append(f"{NAMES[k]}: {b:.2f}, {unpruned - b:.2f} below (limit {limit})")
+            failed = failed or unpruned - b > limit
+        verdict = "**not met**" if failed else ("not measured yet" if missing else "met")
+        return "; ".join(parts) + f" | {verdict} |"
+
+    def values(method, k) -> list:
+        return ([test(method, k)] if test(method, k) is not None else []) + seeds.get(
+            (method, k), []
+        )
+
+    def versus(dsp, rivals) -> str:
+        parts, ok, measured = [], True, False
+        for k in (18, 36, 9):
+            mine = values(dsp, k)
+            best = max(((test(r, k), r) for r in rivals if test(r, k) is not None), default=None)
+            if not mine or best is None:
+                continue
+            measured = True
+            mean = statistics.mean(mine)
+            theirs = values(best[1], k)
+            gap = mean - statistics.mean(theirs)
+            note = ""
+            if len(mine) > 1:  # a win counts only beyond the seeds' spread
+                width = max(mine) - min(mine)
+                beyond = abs(gap) > width
+                note = f", seed range {width:.2f}: {'beyond' if beyond else 'inside'} it"
+            parts.append(f"{NAMES[k]}: {gap:+.2f} vs {LABELS.get(best[1], best[1])}{note}")
+            ok = ok and gap >= 0
+        if not measured:
+            return "not run yet | not measured yet |"
+        return "; ".join(parts) + f" | {'met' if ok else '**not met**'} |"
+
+    return [
+        "| goal | measured | met |",
+        "|---|---|---|",
+        "| no fine-tune: DSP within 1.0 BLEU of unpruned at H/2, 2.5 at H/4 | "
+        + within("dsp", {36: 1.0, 18: 2.5}),
+        "| fine-tuned: DSP within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within("dsp+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| no fine-tune: DSP at least as good as the best baseline at each K | "
+        + versus("dsp", BASELINES),
+        "| fine-tuned: DSP + ft at least as good as the best fine-tuned baseline | "
+        + versus("dsp+ft", ("importance+ft", "hard-concrete+ft")),
+        "| the default schedule at least as good as the reference schedule | "
+        + versus("dsp", ("dsp-ref",)),
+    ]
 
 
 if __name__ == "__main__":

@@ -22,7 +22,12 @@ def test_converged_report_table(tmp_path):
         )  # fmt: skip
     )
     (tmp_path / "fairseq_prune.json").write_text(
-        json.dumps([{"k": 18, "layout": None, "sacrebleu": 3.41}])
+        json.dumps(
+            [
+                {"k": 18, "layout": None, "sacrebleu": 3.41},
+                {"k": 36, "layout": None, "sacrebleu": 22.75},
+            ]
+        )
     )
     (tmp_path / "results-sweep-seed2.json").write_text(json.dumps([row("dsp", 18, 23.09)]))
     (tmp_path / "results-sweep-seed3.json").write_text(json.dumps([row("dsp", 18, 25.09)]))
@@ -34,9 +39,18 @@ def test_converged_report_table(tmp_path):
     assert "**40.33**" in lines[0]
     assert "| pipelined DSP (default schedule) | 24.09 (24.17) | 35.00 (35.50) |  |" in lines
     assert "| head importance, one-shot | 11.98 (12.34) |  |  |" in lines
-    assert "| fairseq `_adaptive_prune_heads` | 3.41 |  |  |" in lines
+    assert "| fairseq `_adaptive_prune_heads` | 3.41 | 22.75 |  |" in lines
     assert "| pipelined DSP (default schedule) | 18 | 3 | 24.09 | 23.09-25.09 |" in lines
     assert not any(line.startswith("| random heads") for line in lines)  # not run: no row
+    goals = {line.split(" | ")[0]: line for line in lines if line.startswith("| no fine-tune")}
+    within = goals["| no fine-tune: DSP within 1.0 BLEU of unpruned at H/2, 2.5 at H/4"]
+    assert "H/2: 35.00, 5.33 below (limit 1.0)" in within and within.endswith("**not met** |")
+    best = goals["| no fine-tune: DSP at least as good as the best baseline at each K"]
+    # K = 18: the mean of 3 seeds (24.09) vs importance, a gap far beyond the seeds' range 2.00
+    assert "H/4: +12.11 vs head importance, one-shot, seed range 2.00: beyond it" in best
+    assert "H/2: +12.25 vs fairseq" in best and best.endswith("| met |")
+    fine_tuned = next(line for line in lines if line.startswith("| fine-tuned: DSP within"))
+    assert fine_tuned.endswith("not measured yet |")
 
 
 def _ct2_result(dsp_seeds, importance, fairseq_choice, int8_speed, identical=1000):
