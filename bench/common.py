@@ -6,8 +6,6 @@ import logging
 import os
 import platform
 
-import torch
-
 
 def machine(threads: int) -> str:
     """CPU model, core count, torch version and the thread count used."""
@@ -17,6 +15,8 @@ def machine(threads: int) -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
+    import torch  # here, so that torch-free workers (CTranslate2) can import this module
+
     return f"{cpu}; {os.cpu_count()} cores; torch {torch.__version__}; {threads} threads"
 
 
