@@ -91,17 +91,19 @@ for seed in 2 3; do
 done
 
 timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concrete+ft
-timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-iter
 
 # 4. BLEU against decode speed-up for every stripped model (one process, round-robin)
 timed frontier python "$ROOT/bench/frontier_bench.py" --data "$WORK/data/bin" --base "$BASE" \
   --table "$WORK/sweep/results.json" --fairseq-table "$WORK/fairseq-prune/results.json" \
-  --out "$OUT/frontier"
+  --out "$OUT/frontier" --reps 2
 
 # 5. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
 timed pick-k dsp-pick-k --data "$WORK/data" --base "$BASE" --out "$WORK/pick-k" --tolerance 0.5
 mkdir -p "$OUT/pick-k"
 cp "$WORK/pick-k/pick.json" "$WORK/pick-k/pick.md" "$WORK/pick-k/frontier.png" "$OUT/pick-k/"
+# the weaker baselines last but joint DSP (a rerun of this script remakes the frontier with them)
+timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-iter
+
 # 6. joint DSP at K = 18, as many updates as the baseline made
 updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$WORK/baseline/checkpoint_last.pt")
 timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp \
