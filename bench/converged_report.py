@@ -2,6 +2,11 @@
 """The converged-model quality table (markdown) from bench/converged/'s raw results.
 
     python bench/converged_report.py [--dir bench/converged] > bench/converged/table.md
+    python bench/converged_report.py --splice README.md --splice bench/RESULTS.md
+
+--splice FILE replaces the text between ``<!-- converged-table -->`` and
+``<!-- /converged-table -->`` in FILE with the table (and the seed spread), and between
+``<!-- converged-goals -->`` and ``<!-- /converged-goals -->`` with the goals.
 
 Rows: every method of the sweep (test sacreBLEU, validation sacreBLEU in brackets) at each K,
 fairseq's own head removal, and, where seed runs exist, mean and spread (min-max) over seeds.
@@ -43,6 +48,7 @@ def load(path: str):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "converged"))
+    parser.add_argument("--splice", action="append", default=[], metavar="FILE")
     args = parser.parse_args()
     rows = load(os.path.join(args.dir, "results.json")) or []
     base = load(os.path.join(args.dir, "baseline.json"))
@@ -95,9 +101,26 @@ def main() -> int:
             )
     if spread:
         out += ["", "| method | K | seeds | mean | min-max |", "|---|---:|---:|---:|---|", *spread]
-    out += ["", *goal_lines(cells, seeds, float(base["sacrebleu"]))]
-    print("\n".join(out))
+    goals = goal_lines(cells, seeds, float(base["sacrebleu"]))
+    for path in args.splice:
+        splice(path, {"converged-table": "\n".join(out), "converged-goals": "\n".join(goals)})
+    if not args.splice:
+        print("\n".join(out + [""] + goals))
     return 0
+
+
+def splice(path: str, parts: dict) -> None:
+    """Replace each ``<!-- NAME -->...<!-- /NAME -->`` block of ``path`` that exists."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for name, body in parts.items():
+        start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+        if start in text and end in text:
+            head, rest = text.split(start, 1)
+            text = head + start + "\n" + body + "\n" + end + rest.split(end, 1)[1]
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 BASELINES = ("importance", "importance-iter", "hard-concrete", "ste", "random", "fairseq-removal")

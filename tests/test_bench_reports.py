@@ -52,6 +52,21 @@ def test_converged_report_table(tmp_path):
     fine_tuned = next(line for line in lines if line.startswith("| fine-tuned: DSP within"))
     assert fine_tuned.endswith("not measured yet |")
 
+    # --splice puts the table and the goals between their markers and keeps the rest
+    doc = tmp_path / "doc.md"
+    doc.write_text("intro\n<!-- converged-table -->\nold\n<!-- /converged-table -->\nmiddle\n"
+                   "<!-- converged-goals -->\nold\n<!-- /converged-goals -->\nend\n")  # fmt: skip
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--splice", doc],
+        check=True,
+    )
+    text = doc.read_text()
+    assert "old" not in text and text.startswith("intro\n") and text.endswith("end\n")
+    table_part = text.split("<!-- converged-table -->")[1].split("<!-- /converged-table -->")[0]
+    goals_part = text.split("<!-- converged-goals -->")[1].split("<!-- /converged-goals -->")[0]
+    assert "| pipelined DSP (default schedule) | 24.09 (24.17)" in table_part
+    assert "| goal |" not in table_part and "| goal | measured | met |" in goals_part
+
 
 def _ct2_result(dsp_seeds, importance, fairseq_choice, int8_speed, identical=1000):
     """A ct2_bench.py result with the fields its report reads."""
