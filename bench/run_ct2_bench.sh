@@ -7,8 +7,9 @@
 #      zero-padded heads, timed in turns in one process; BLEU of every seed.
 #
 #   bash bench/run_ct2_bench.sh [--layout 4,4] [--seeds 1,2,3] [--work DIR] [--out DIR]
-#                               [--stage train|all] [-- CT2_BENCH_ARGS...]
+#                               [--converged DIR] [--stage train|all] [-- CT2_BENCH_ARGS...]
 #
+# --converged DIR  the converged benchmark's work folder (default work/converged)
 # Needs the converged baseline and data of bench/run_converged_bench.sh (--stage baseline is
 # enough); the padded row reuses that benchmark's global-K DSP run if it exists, else trains one.
 # Resumable: every finished training run and export is skipped. Run the timing stage on an
@@ -24,12 +25,14 @@ while [[ $# -gt 0 ]]; do
     --work) WORK=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --stage) STAGE=$2; shift 2 ;;
+    --converged) CONVERGED=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_ct2_bench.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
 done
 RECIPES=$ROOT/examples/translation
+CONVERGED=$(cd "$CONVERGED" 2>/dev/null && pwd || echo "$CONVERGED")
 DATA=$CONVERGED/data BASE=$CONVERGED/baseline/checkpoint_best.pt
 for f in "$DATA/bin/dict.en.txt" "$BASE"; do
   [[ -f $f ]] || { echo "run_ct2_bench.sh: $f is missing; train the converged baseline first:" \

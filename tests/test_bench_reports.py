@@ -121,3 +121,14 @@ def test_peak_rss_of_a_worker_is_its_own_not_its_parents():
     ).stdout  # fmt: skip
     del ballast
     assert 10 < float(out) < 1000
+
+
+def test_ct2_bench_script_refuses_a_missing_baseline_and_writes_nothing(tmp_path):
+    proc = subprocess.run(
+        ["bash", ROOT / "bench/run_ct2_bench.sh", "--converged", tmp_path / "none",
+         "--work", tmp_path / "work", "--out", tmp_path / "out"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "dict.en.txt is missing; train the converged baseline first" in proc.stderr
+    assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
