@@ -163,10 +163,11 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float) -> list:
             theirs = values(best[1], k)
             gap = mean - statistics.mean(theirs)
             note = ""
-            if len(mine) > 1:  # a win counts only beyond the seeds' spread
-                width = max(mine) - min(mine)
+            if len(mine) > 1:  # a win counts only beyond the seeds' spread (both sides')
+                width = max(max(v) - min(v) for v in (mine, theirs))
                 beyond = abs(gap) > width
-                note = f", seed range {width:.2f}: {'beyond' if beyond else 'inside'} it"
+                note = (f", means of {len(mine)} and {len(theirs)} seeds, largest seed range "
+                        f"{width:.2f}: {'beyond' if beyond else 'inside'} it")  # fmt: skip
             parts.append(f"{NAMES[k]}: {gap:+.2f} vs {LABELS.get(best[1], best[1])}{note}")
             ok = ok and gap >= 0
         if not measured:
