@@ -155,7 +155,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float) -> list:
         parts, ok, measured = [], True, False
         for k in (18, 36, 9):
             mine = values(dsp, k)
-            best = max(((test(r, k), r) for r in rivals if test(r, k) is not None), default=None)
+            best = max(
+                ((statistics.mean(values(r, k)), r) for r in rivals if values(r, k)), default=None
+            )
             if not mine or best is None:
                 continue
             measured = True
