@@ -198,7 +198,6 @@ def ct2_server(conn, model_dir: str, threads: int) -> None:
     threads runs 5-8x slower than at 1. A deployed model has one translator per process;
     so does each engine here.
     """
-    import ctranslate2
 
     translator = None
     while True:
@@ -208,9 +207,7 @@ def ct2_server(conn, model_dir: str, threads: int) -> None:
         sources, batch, fixed = msg
         try:
             if translator is None:
-                translator = ctranslate2.Translator(
-                    model_dir, device="cpu", inter_threads=1, intra_threads=threads
-                )
+                translator = open_translator(model_dir, threads)
             conn.send(("ok", translate(translator, sources, batch, fixed)))
         except Exception as e:  # the parent raises it with the model's name
             conn.send(("error", f"{type(e).__name__}: {e}"))
@@ -255,16 +252,18 @@ class CT2Engine:
             if threads not in self.servers:
                 self.servers[threads] = CT2Server(self.model_dir, threads)
             return self.servers[threads].translate(sources, batch, fixed)
-        import ctranslate2
-
-        translator = ctranslate2.Translator(
-            self.model_dir, device="cpu", inter_threads=1, intra_threads=threads
-        )
-        return translate(translator, sources, batch, fixed)
+        return translate(open_translator(self.model_dir, threads), sources, batch, fixed)
 
     def close(self):
         for server in self.servers.values():
             server.close()
+
+
+def open_translator(model_dir: str, threads: int):
+    """One CPU translator with ``threads`` intra-op threads (one batch at a time)."""
+    import ctranslate2
+
+    return ctranslate2.Translator(model_dir, device="cpu", inter_threads=1, intra_threads=threads)
 
 
 def translate(translator, sources, batch, fixed=0) -> list:
