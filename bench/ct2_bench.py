@@ -606,12 +606,15 @@ def goal_lines(result) -> list:
               if f"ct2/{n}/float32" in q}  # fmt: skip
     if dsp and rivals:
         best_name, best = max(rivals.items(), key=lambda kv: kv[1])
-        sd = statistics.stdev(dsp) if len(dsp) > 1 else float("nan")
         gap = statistics.mean(dsp) - best
-        ok = len(dsp) > 1 and gap > sd
+        if len(dsp) > 1:
+            sd = statistics.stdev(dsp)
+            spread, ok = f"the mean of {len(dsp)} seeds, seed sd {sd:.2f}", gap > sd
+        else:  # one seed has no spread to beat: no claim
+            spread, ok = "one seed (no spread: pass --dsp-uniform-seeds)", False
         out.append(f"- DSP's head choice vs the best other choice at the same layout "
-                   f"({LABEL[best_name]}, {best:.2f}): DSP {gap:+.2f} BLEU on the mean of "
-                   f"{len(dsp)} seeds, seed sd {sd:.2f}: {verdict(ok)} (a gap larger than the sd)")  # fmt: skip
+                   f"({LABEL[best_name]}, {best:.2f}): DSP {gap:+.2f} BLEU on {spread}: "
+                   f"{verdict(ok)} (a gap larger than the sd)")  # fmt: skip
     return out
 
 

@@ -101,12 +101,13 @@ timed frontier python "$ROOT/bench/frontier_bench.py" --data "$WORK/data/bin" --
 timed pick-k dsp-pick-k --data "$WORK/data" --base "$BASE" --out "$WORK/pick-k" --tolerance 0.5
 mkdir -p "$OUT/pick-k"
 cp "$WORK/pick-k/pick.json" "$WORK/pick-k/pick.md" "$WORK/pick-k/frontier.png" "$OUT/pick-k/"
-# the weaker baselines last but joint DSP (a rerun of this script remakes the frontier with them)
-timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-iter
 
 # 6. joint DSP at K = 18, as many updates as the baseline made
 updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$WORK/baseline/checkpoint_last.pt")
 timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp \
   --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
+
+# 7. the weaker baselines last (a rerun of this script remakes the frontier with them)
+timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-iter
 
 echo "tables and logs in $OUT"

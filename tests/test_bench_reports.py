@@ -108,6 +108,9 @@ def test_ct2_report_goals_and_seed_spread():
         ct2_bench.goal_lines(_ct2_result([35.0, 33.0, 34.4], 34.0, 30.0, 25.0, identical=989))
     )
     assert not_met.count("NOT met") == 3
+    # one seed has no spread: a large gap is still no claim
+    one = "\n".join(ct2_bench.goal_lines(_ct2_result([40.0], 34.0, 30.0, 35.0)))
+    assert "DSP +6.00 BLEU on one seed (no spread: pass --dsp-uniform-seeds): NOT met" in one
     table = "\n".join(ct2_bench.choice_lines(_ct2_result([36.0, 35.8, 36.2], 34.0, 30.0, 35.0)))
     assert "| DSP | 36.00 ± 0.20 (sd, 3 seeds: 36.00, 35.80, 36.20) |" in table
     assert "| importance, uniform | 34.00 | 34.00 |" in table
