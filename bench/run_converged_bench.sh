@@ -5,7 +5,8 @@
 # pruning method at K = 18, 36, 9 (H/4, H/2, H/8), stripped with dsp-strip and scored with
 # sacreBLEU on test_2016 and on valid; a short fine-tune of DSP, Hard Concrete and importance;
 # seeds at K = 18; fairseq's own head removal; joint DSP at K = 18; BLEU against decode
-# speed-up for every stripped model; the K that dsp-pick-k picks at 0.5 BLEU.
+# speed-up for every stripped model; the K that dsp-pick-k picks at 0.5 BLEU; DSP trained
+# jointly from the converged model at K = 18 (an experiment on the fine-tune gap).
 #
 #   bash bench/run_converged_bench.sh [--work DIR] [--stage baseline|all] [--baseline-epochs N]
 #
@@ -92,22 +93,27 @@ done
 
 timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concrete+ft
 
-# 4. BLEU against decode speed-up for every stripped model (one process, round-robin)
-timed frontier python "$ROOT/bench/frontier_bench.py" --data "$WORK/data/bin" --base "$BASE" \
-  --table "$WORK/sweep/results.json" --fairseq-table "$WORK/fairseq-prune/results.json" \
-  --out "$OUT/frontier" --reps 2
-
-# 5. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
+# 4. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
 timed pick-k dsp-pick-k --data "$WORK/data" --base "$BASE" --out "$WORK/pick-k" --tolerance 0.5
 mkdir -p "$OUT/pick-k"
 cp "$WORK/pick-k/pick.json" "$WORK/pick-k/pick.md" "$WORK/pick-k/frontier.png" "$OUT/pick-k/"
 
-# 6. joint DSP at K = 18, as many updates as the baseline made
+# 5. joint DSP at K = 18, as many updates as the baseline made
 updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$WORK/baseline/checkpoint_last.pt")
-timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp \
+timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp --no-plots \
   --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
 
-# 7. the weaker baselines last (a rerun of this script remakes the frontier with them)
+# 6. the weaker baselines last
 timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-iter
+
+# 7. BLEU against decode speed-up for every stripped model of the table (one process,
+# round-robin); rerun on every call, so it always covers every finished row
+timed frontier python "$ROOT/bench/frontier_bench.py" --data "$WORK/data/bin" --base "$BASE" \
+  --table "$WORK/sweep/results.json" --fairseq-table "$WORK/fairseq-prune/results.json" \
+  --out "$OUT/frontier" --reps 2
+
+# 8. experiment on the H/4 fine-tune gap: DSP gates and weights trained together from the
+# converged baseline (bench/dsp_joint_finetune.sh; its own table in $OUT/joint-finetune/)
+timed joint-finetune bash "$ROOT/bench/dsp_joint_finetune.sh" --converged "$WORK" --ks 18
 
 echo "tables and logs in $OUT"

@@ -10,6 +10,7 @@
 * the text helpers' pure functions (cleaning, splitting, BLEU, results table).
 """
 
+import copy
 import csv
 import gzip
 import io
@@ -588,7 +589,8 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(sweep, tmp_path):
     the validation BLEU; the fine-tuned checkpoint loads in fairseq-generate."""
     import torch
 
-    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+    from dsp_fairseq.checkpoint_io import CheckpointError, load_checkpoint, model_args
+    from dsp_fairseq.recipes.finetuned_checkpoint import with_kept_heads
 
     work, _ = sweep
     out = tmp_path / "sw"
@@ -613,6 +615,17 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(sweep, tmp_path):
     moved = [k for k in shapes if not torch.equal(before["model"][k], after["model"][k])]
     assert any("self_attn.q_proj" in k for k in moved)  # the weights were trained
     assert len((out / "runs/random+ft-k12/eval/hyp.detok.en").read_text().splitlines()) == N_TEST
+    # the fine-tuned model keeps dsp-strip's record of the original head indices, so the
+    # sweep's head maps draw it (fairseq-train alone drops the record)
+    assert after["dsp_kept_heads"] == before["dsp_kept_heads"]
+    run(sys.executable, "-m", "dsp_fairseq.plots.report", "--sweep", out)
+    assert (out / "plots/heads-random+ft-k12.png").is_file()
+    with pytest.raises(CheckpointError, match="no 'dsp_kept_heads' record"):
+        with_kept_heads(after, {k: v for k, v in after.items() if k != "dsp_kept_heads"})
+    other = copy.deepcopy(before)
+    model_args(other).stripped_heads = "enc-self=4,4,4;dec-self=4,4,4;cross=4,4,4"
+    with pytest.raises(CheckpointError, match="are not the source's"):
+        with_kept_heads(after, other)
     bad = run(
         "bash", RECIPES / "sweep.sh", "--data", work / "data",
         "--base", work / "baseline/checkpoint_best.pt", "--out", tmp_path / "sw2",

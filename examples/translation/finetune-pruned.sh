@@ -14,7 +14,8 @@
 #               rate of 3e-4 after 20 warm-up updates (--lr-scheduler fixed); --train-args
 #               override both
 # Output: SAVE_DIR/checkpoint_best.pt (lowest validation loss; a stripped model that
-# fairseq-generate --user-dir dsp_fairseq loads), SAVE_DIR/pruned.pt (a copy of it),
+# fairseq-generate --user-dir dsp_fairseq loads), SAVE_DIR/pruned.pt (the same model with
+# dsp-strip's record of the kept head indices, for head maps),
 # SAVE_DIR/train.log. An interrupted run resumes from checkpoint_last.pt; a finished one is
 # skipped.
 set -euo pipefail
@@ -61,7 +62,8 @@ if [[ ! -f $SAVE/.done ]]; then
   need_file "$SAVE/checkpoint_best.pt" "fairseq-train finished without a best checkpoint; see $SAVE/train.log"
   touch "$SAVE/.done"
 fi
-if [[ ! -s $SAVE/pruned.pt ]]; then
-  cp "$SAVE/checkpoint_best.pt" "$SAVE/pruned.pt.tmp" && mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
-fi
+# checkpoint_best.pt plus dsp-strip's record of the original head indices kept (fairseq-train
+# drops it; head maps need it); left alone when already written
+python -m dsp_fairseq.recipes.finetuned_checkpoint --best "$SAVE/checkpoint_best.pt" \
+  --source "$PRUNED" --output "$SAVE/pruned.pt" || die "cannot write $SAVE/pruned.pt (see above)"
 echo "done: $SAVE/pruned.pt"
