@@ -82,19 +82,26 @@ def time_models(models: dict, task, ds, fixed: int, args) -> dict:
 
 
 def plot(result: dict, output: str) -> None:
+    """BLEU against speed-up: one colour per method, dashed for its fine-tuned models."""
     from dsp_fairseq.plots.common import plt, save_figure
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8.5, 4.8))
     base = result["unpruned"]
     by_method: dict = {}
     for r in result["rows"]:
         by_method.setdefault(r["method"], []).append(r)
+    families = sorted({m.removesuffix("+ft") for m in by_method})
+    colours = plt.get_cmap("tab10" if len(families) <= 10 else "tab20")
+    markers = "os^Dv<>Ph*"
     for method, rows in sorted(by_method.items()):
+        i = families.index(method.removesuffix("+ft"))
         rows = sorted(rows, key=lambda r: r["speedup_fixed"])
         ax.plot(
             [1.0] + [r["speedup_fixed"] for r in rows],
             [base["sacrebleu"]] + [r["sacrebleu"] for r in rows],
-            "o-",
+            linestyle="--" if method.endswith("+ft") else "-",
+            marker=markers[i % len(markers)],
+            color=colours(i),
             label=method,
         )
         for r in rows:
@@ -104,7 +111,8 @@ def plot(result: dict, output: str) -> None:
     ax.set_ylabel("sacreBLEU (test)")
     ax.set_title("BLEU against speed: pick the K on the upper-right frontier")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="dashed: + fine-tune")
+    fig.tight_layout()
     save_figure(fig, output)
 
 
@@ -112,10 +120,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", required=True, help="fairseq binary folder")
-    parser.add_argument("--base", required=True, help="the unpruned checkpoint")
+    parser.add_argument("--data", help="fairseq binary folder")
+    parser.add_argument("--base", help="the unpruned checkpoint")
     parser.add_argument("--base-score", help="its score.json (default: beside the table)")
-    parser.add_argument("--table", required=True, help="sweep results.json")
+    parser.add_argument("--table", help="sweep results.json")
     parser.add_argument("--fairseq-table", help="bench/fairseq_prune_quality.py results.json")
     parser.add_argument("--out", required=True)
     parser.add_argument("--sentences", type=int, default=128)
@@ -123,7 +131,16 @@ def main() -> int:
     parser.add_argument("--fixed-steps", type=int, default=20)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--replot", action="store_true", help="only redraw OUT/frontier.png from OUT/frontier.json"
+    )
     args = parser.parse_args()
+    if args.replot:
+        with open(os.path.join(args.out, "frontier.json"), encoding="utf-8") as f:
+            plot(json.load(f), os.path.join(args.out, "frontier.png"))
+        return 0
+    if not (args.data and args.base and args.table):
+        parser.error("--data, --base and --table are required (unless --replot)")
 
     torch.set_num_threads(args.threads)
     quiet_fairseq()
