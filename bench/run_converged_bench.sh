@@ -18,8 +18,12 @@
 # baselines first), so an interrupted run has the table's core. Wall times are appended to
 # WORK/wall_time.txt; tables and logs are copied to bench/converged/ after every stage, and
 # bench/converged/table.md (python bench/converged_report.py) is made from them.
-# CPU time here (2 cores): the baseline ~200 s per epoch; each pipelined row ~7 min with its
-# validations and two evaluations, each fine-tune ~7 min, joint DSP as long as the baseline.
+# The frontier (stage 7) is remade on every call, so it covers every finished row.
+# Wall time here (2 cores, run alone): the baseline ~200 s per epoch; each pipelined row
+# 3.5-4 min with its validations and two evaluations, each fine-tune 5-6 min, iterative
+# importance ~9 min per K, joint DSP as long as the baseline (66 min), the frontier 5 min,
+# dsp-pick-k 8.5 min: about 5.5 h in all. Run nothing else beside it: two trainings side by
+# side on 2 cores run at about a quarter of their speed each.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$ROOT/work/converged STAGE=all EPOCHS=80
