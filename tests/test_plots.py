@@ -297,3 +297,23 @@ def test_console_scripts_are_installed():
         text=True,
     )
     assert proc.returncode == 0 and "BLEU against heads kept" in proc.stdout
+
+
+def test_run_head_map_shades_with_the_gates_the_model_was_stripped_from(tmp_path, monkeypatch):
+    """A pipelined run strips its best gates, not its last: the map must use those (no
+    'heads differ' note); without a match it falls back to the last gates and says so."""
+    from dsp_fairseq.plots import report
+
+    best = build_state(RISING, num_updates=20)
+    torch.save(best, tmp_path / "checkpoint_best.pt")
+    torch.save(build_state(-RISING, num_updates=30), tmp_path / "checkpoint_last.pt")
+    torch.save(strip_checkpoint(best)[0], tmp_path / "pruned.pt")
+    drawn = []
+    monkeypatch.setattr(report, "plot_head_map", lambda hmap, title: drawn.append(hmap) or None)
+    monkeypatch.setattr(report, "save_figure", lambda fig, prefix: [prefix])
+    monkeypatch.setattr(report, "plot_gate_history", lambda *a: None)
+    report.run_figures(str(tmp_path), str(tmp_path))
+    assert drawn[0].notes == [] and drawn[0].kept["cross"].tolist() == expected_cross().tolist()
+    (tmp_path / "checkpoint_best.pt").unlink()
+    report.run_figures(str(tmp_path), str(tmp_path))
+    assert any("heads differ" in n for n in drawn[1].notes)

@@ -5,7 +5,8 @@
 Writes, under SWEEP_DIR/plots/ (PNG and SVG each):
   sweep           BLEU against heads kept, one line per method (results table + baseline.json)
   heads-ROW       kept-head map of each run's stripped model, shaded by its gate logits
-                  when the run trained gates (runs/ROW/checkpoint_last.pt)
+                  when the run trained gates (those of runs/ROW/checkpoint_best.pt or
+                  checkpoint_last.pt, whichever the stripped model was made from)
   gates-ROW       gate evolution of each run that trained gates (its checkpoints and train.log)
 A figure newer than all its inputs is kept, so a rerun only draws what changed.
 """
@@ -22,7 +23,13 @@ from typing import List, Optional, Sequence
 from ..checkpoint_io import CheckpointError
 from .common import PlotError, load_state, save_figure
 from .gates import gate_history, plot_gate_history, read_json_logs
-from .heads import combine, head_map_from_masked, head_map_from_stripped, plot_head_map
+from .heads import (
+    HeadMap,
+    combine,
+    head_map_from_masked,
+    head_map_from_stripped,
+    plot_head_map,
+)
 from .sweep import plot_sweep, read_table
 
 
@@ -42,23 +49,38 @@ def _has_gates(path: str) -> bool:
         return False
 
 
+def _same_heads(a: HeadMap, b: HeadMap) -> bool:
+    return set(a.kept) == set(b.kept) and all(
+        a.kept[k].shape == b.kept[k].shape and (a.kept[k] == b.kept[k]).all() for k in a.kept
+    )
+
+
 def run_figures(run: str, plots: str) -> List[str]:
     """Kept-head map and gate evolution of one run folder; the paths written."""
     name = os.path.basename(run.rstrip("/"))
     written: List[str] = []
     stripped = os.path.join(run, "pruned.pt")
-    masked: Optional[str] = os.path.join(run, "checkpoint_last.pt")
-    if not (os.path.isfile(masked) and _has_gates(masked)):
-        masked = None
+    gated = [
+        p
+        for p in (os.path.join(run, "checkpoint_best.pt"), os.path.join(run, "checkpoint_last.pt"))
+        if os.path.isfile(p) and _has_gates(p)
+    ]
+    # the gate evolution ends at the last checkpoint
+    masked: Optional[str] = gated[-1] if gated else None
     prefix = os.path.join(plots, f"heads-{name}")
-    inputs = [p for p in (stripped, masked) if p and os.path.isfile(p)]
+    inputs = [p for p in [stripped, *gated] if os.path.isfile(p)]
     if inputs and not _fresh(prefix, inputs):
-        hmap = combine(
-            head_map_from_masked(load_state(masked), "logits", "gates") if masked else None,
+        kept = (
             head_map_from_stripped(load_state(stripped), "stripped")
             if os.path.isfile(stripped)
-            else None,
+            else None
         )
+        # shade with the gates the stripped model was made from: the pipelined recipe strips
+        # the best validated gates, joint training its last ones
+        maps = [head_map_from_masked(load_state(p), "logits", "gates") for p in gated]
+        last = maps[-1] if maps else None
+        source = next((m for m in maps if kept and _same_heads(m, kept)), last)
+        hmap = combine(source, kept)
         written += save_figure(
             plot_head_map(
                 hmap, f"{name}: heads kept {hmap.num_kept} of {hmap.num_heads} (circled)"
