@@ -162,17 +162,22 @@ def head_map_from_stripped(state: dict, source: str = "") -> HeadMap:
     )
 
 
+def differing_heads(masked: HeadMap, stripped: HeadMap) -> int:
+    """How many heads one map keeps and the other does not (same layout required)."""
+    if set(masked.kept) != set(stripped.kept) or any(
+        masked.kept[k].shape != stripped.kept[k].shape for k in masked.kept
+    ):
+        raise PlotError("the masked and the stripped checkpoint have different head layouts")
+    return sum(int((masked.kept[k] != stripped.kept[k]).sum()) for k in masked.kept)
+
+
 def combine(masked: Optional[HeadMap], stripped: Optional[HeadMap]) -> HeadMap:
     """Shading of the masked map, kept marks of the stripped one (notes on disagreement)."""
     if masked is None and stripped is None:
         raise PlotError("give a masked checkpoint, a stripped one, or both")
     if masked is None or stripped is None:
         return masked or stripped
-    if set(masked.kept) != set(stripped.kept) or any(
-        masked.kept[k].shape != stripped.kept[k].shape for k in masked.kept
-    ):
-        raise PlotError("the masked and the stripped checkpoint have different head layouts")
-    differ = sum(int((masked.kept[k] != stripped.kept[k]).sum()) for k in masked.kept)
+    differ = differing_heads(masked, stripped)
     notes = masked.notes + (
         [f"{differ} heads differ between the gate's test mask and the stripped model"]
         if differ

@@ -24,8 +24,8 @@ from ..checkpoint_io import CheckpointError
 from .common import PlotError, load_state, save_figure
 from .gates import gate_history, plot_gate_history, read_json_logs
 from .heads import (
-    HeadMap,
     combine,
+    differing_heads,
     head_map_from_masked,
     head_map_from_stripped,
     plot_head_map,
@@ -47,12 +47,6 @@ def _has_gates(path: str) -> bool:
         return "head_gate.logits" in load_state(path)["model"]
     except CheckpointError:
         return False
-
-
-def _same_heads(a: HeadMap, b: HeadMap) -> bool:
-    return set(a.kept) == set(b.kept) and all(
-        a.kept[k].shape == b.kept[k].shape and (a.kept[k] == b.kept[k]).all() for k in a.kept
-    )
 
 
 def run_figures(run: str, plots: str) -> List[str]:
@@ -79,7 +73,7 @@ def run_figures(run: str, plots: str) -> List[str]:
         # the best validated gates, joint training its last ones
         maps = [head_map_from_masked(load_state(p), "logits", "gates") for p in gated]
         last = maps[-1] if maps else None
-        source = next((m for m in maps if kept and _same_heads(m, kept)), last)
+        source = next((m for m in maps if kept and not differing_heads(m, kept)), last)
         hmap = combine(source, kept)
         written += save_figure(
             plot_head_map(
