@@ -54,7 +54,7 @@ for k in "${K_LIST[@]}"; do
     touch "$row/.done"
   fi
   if [[ ! -s $row/pruned.pt || ! -s $row/strip.txt ]]; then
-    dsp-strip --input "$row/checkpoint_best.pt" --output "$row/pruned.pt" > "$row/strip.txt.tmp"
+    dsp-strip --input "$row/checkpoint_best.pt" --output "$row/pruned.pt" --force > "$row/strip.txt.tmp"
     mv "$row/strip.txt.tmp" "$row/strip.txt"
   fi
   bash "$RECIPES/evaluate.sh" --data "$WORK/data" --checkpoint "$row/pruned.pt" --out "$row/eval"

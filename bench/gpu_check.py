@@ -195,7 +195,7 @@ def commands(args: argparse.Namespace) -> Dict[str, List[str]]:
                      "--save-dir", dsp]  # fmt: skip
     cmds["validate"] = ["fairseq-validate", data, "--user-dir", PLUGIN, "--path", masked,
                         "--fp16", "--valid-subset", "valid", "--max-tokens", str(args.max_tokens)]  # fmt: skip
-    cmds["strip"] = ["dsp-strip", "--input", masked, "--output", pruned]
+    cmds["strip"] = ["dsp-strip", "--input", masked, "--output", pruned, "--force"]
     for name, path in (("unpruned", masked), ("stripped", pruned)):
         cmds[f"bleu-{name}"] = ["fairseq-generate", data, "--user-dir", PLUGIN, "--path", path,
                                 "--fp16", "--beam", "5", "--batch-size", "128",

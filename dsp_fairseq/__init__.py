@@ -1,18 +1,59 @@
 """dsp-fairseq: prune Transformer attention heads to exactly K, then remove them.
 
-Importing this package (``--user-dir dsp_fairseq`` or ``import dsp_fairseq``)
-registers the ``transformer_dsp`` model and architectures, the
-``dsp_label_smoothed_cross_entropy`` criterion and the head gates, and lets
-fairseq checkpoints load under torch's weights-only default.
+Importing this package (``--user-dir "$(dsp-user-dir)"``, ``--user-dir dsp_fairseq``
+or ``import dsp_fairseq``) registers the ``transformer_dsp`` model and
+architectures, the ``dsp_label_smoothed_cross_entropy`` criterion and the head
+gates, and lets fairseq checkpoints load under torch's weights-only default.
+
+The one exception is the command-line tools (``dsp_fairseq.cli.*``): importing
+them must not pull torch and fairseq in before their arguments are parsed (a
+``--help`` or a mistyped option would otherwise wait ~3 s), so the package
+defers registration while one of them is being imported, and each tool calls
+:func:`register` once its arguments are valid.
 """
 
-from .safe_loading import allow_fairseq_checkpoint_types
-
-allow_fairseq_checkpoint_types()
-# The gate's optimizer step hook is installed when a gate is built, not here.
-
-from . import criterions, gates, models  # noqa: E402,F401  (registration)
-from .criterions import dsp_label_smoothed_cross_entropy  # noqa: E402,F401
-from .models import transformer_dsp  # noqa: E402,F401
+import sys
 
 __version__ = "0.1.0"
+
+_registered = False
+
+
+def register() -> None:
+    """Register the model, criterion and gates with fairseq (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    from .safe_loading import allow_fairseq_checkpoint_types
+
+    allow_fairseq_checkpoint_types()
+    # The gate's optimizer step hook is installed when a gate is built, not here.
+    from . import criterions, gates, models  # noqa: F401  (registration)
+    from .criterions import dsp_label_smoothed_cross_entropy  # noqa: F401
+    from .models import transformer_dsp  # noqa: F401
+
+
+def _importing_a_cli() -> bool:
+    """True when this package is being imported only as the parent of ``dsp_fairseq.cli``.
+
+    CPython's import system runs this ``__init__`` from ``_find_and_load(name, ...)``
+    for the submodule that was asked for, so its frames say whether the import is
+    ``dsp_fairseq.cli.<tool>`` (console scripts, ``python -m``). If the frames look
+    different (another interpreter), this answers False and the package registers
+    eagerly: slower ``--help``, never a missing registration.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name in ("_find_and_load", "_gcd_import"):
+            name = frame.f_locals.get("name")
+            if isinstance(name, str) and (
+                name == __name__ + ".cli" or name.startswith(__name__ + ".cli.")
+            ):
+                return True
+        frame = frame.f_back
+    return False
+
+
+if not _importing_a_cli():
+    register()

@@ -39,7 +39,7 @@ if [[ ! -f $WORK/checkpoints/.done-$MAX_UPDATE ]]; then
 fi
 
 say "3/5 strip the pruned heads"
-dsp-strip --input "$WORK/checkpoints/checkpoint_last.pt" --output "$WORK/checkpoints/pruned.pt" \
+dsp-strip --input "$WORK/checkpoints/checkpoint_last.pt" --output "$WORK/checkpoints/pruned.pt" --force \
   > "$WORK/strip.txt"
 tail -n 2 "$WORK/strip.txt"  # the full table is in the results below
 

@@ -156,6 +156,19 @@ def test_strip_of_a_missing_input_onto_an_existing_file(tmp_path, capsys):
     assert existing.read_bytes() == b"keep me"
 
 
+def test_strip_refuses_to_replace_an_existing_output_without_force(masked_ckpt, tmp_path, capsys):
+    existing = tmp_path / "pruned.pt"
+    existing.write_bytes(b"a pruned model fine-tuned since")
+    code, err = strip(capsys, "--input", masked_ckpt, "--output", existing)
+    assert code == 2 and "--output" in err and "exists; pass --force" in err
+    assert existing.read_bytes() == b"a pruned model fine-tuned since"
+    assert not list(tmp_path.glob(".tmp-*"))
+    code, err = strip(capsys, "--input", masked_ckpt, "--output", existing, "--force")
+    assert code == 0, err
+    assert existing.read_bytes() != b"a pruned model fine-tuned since"
+    assert strip_cli.output_exists(str(masked_ckpt), str(existing))
+
+
 # -- budgets per attention type ------------------------------------------------------
 
 

@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    import dsp_fairseq  # noqa: F401  (registers the model with fairseq)
+    import dsp_fairseq
+
+    dsp_fairseq.register()  # the model, criterion and checkpoint types, now that args are valid
 
     try:
         from ..export.converter import export_checkpoint

@@ -155,7 +155,9 @@ def main(argv=None) -> int:
 
     import torch
 
-    import dsp_fairseq  # noqa: F401  (registers the model with fairseq)
+    import dsp_fairseq
+
+    dsp_fairseq.register()  # the model, criterion and checkpoint types, now that args are valid
 
     from ..importance import head_importance, iterative_head_importance
     from ..importance.scores_file import importance_document, write_json_atomic

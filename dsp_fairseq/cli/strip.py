@@ -16,7 +16,7 @@ Baselines choose the heads themselves and also take stock fairseq
 of a stack, chosen by the same rule within each attention: a uniform layout, which
 ``dsp-export-ct2`` exports to CTranslate2 without padding.)
 
-The result loads with ``fairseq-generate DATA --user-dir dsp_fairseq --path PRUNED``
+The result needs the plugin to load: ``fairseq-generate DATA --user-dir "$(dsp-user-dir)" --path PRUNED``
 and, for a gated checkpoint, translates exactly as the masked model does, with
 fewer parameters.
 """
@@ -24,10 +24,11 @@ fewer parameters.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from ..checkpoint_io import CheckpointError, load_checkpoint, save_checkpoint_atomic
-from ..pruning.strip import prunable_slots, raise_if_unusable_output, strip_checkpoint
+# torch and fairseq are imported in main(), after the arguments are parsed: --help and
+# a mistyped option answer at once instead of after ~3 s of imports.
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         "encoder self-attention and DEC in every decoder self- and cross-attention",
     )
     parser.add_argument("--seed", type=int, help="with --random: random seed (default: 1)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace an existing --output (refused without it)"
+    )
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
     return parser
 
@@ -80,6 +84,7 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 def chosen_heads(args: argparse.Namespace, state: dict):
     """Kept heads for --importance/--random, or None for the gate's test mask."""
+    from ..checkpoint_io import CheckpointError
     from ..importance.scores_file import ranking_for_model, read_importance
     from ..models.head_layout import heads_per_slot
     from ..pruning.selection import (
@@ -89,6 +94,7 @@ def chosen_heads(args: argparse.Namespace, state: dict):
         random_kept,
         random_kept_per_attention,
     )
+    from ..pruning.strip import prunable_slots
 
     if args.importance is None and not args.random:
         return None
@@ -110,16 +116,38 @@ def chosen_heads(args: argparse.Namespace, state: dict):
         raise CheckpointError(str(err)) from err
 
 
+def output_exists(input_path: str, output_path: str) -> bool:
+    """An existing file at --output that is not the input.
+
+    A missing input, an output that is the input or a folder have their own messages later.
+    """
+    if not os.path.isfile(input_path) or not os.path.lexists(output_path):
+        return False
+    if os.path.isdir(output_path) or os.path.abspath(input_path) == os.path.abspath(output_path):
+        return False
+    return not (os.path.exists(output_path) and os.path.samefile(input_path, output_path))
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_options(parser, args)
-    import dsp_fairseq  # noqa: F401  (registers the model with fairseq)
+    import dsp_fairseq
+
+    dsp_fairseq.register()
+    from ..checkpoint_io import CheckpointError, load_checkpoint, save_checkpoint_atomic
+    from ..pruning.strip import raise_if_unusable_output, strip_checkpoint
 
     try:
         raise_if_unusable_output(args.input, args.output)
         state = load_checkpoint(args.input)
         new_state, report = strip_checkpoint(state, kept=chosen_heads(args, state))
+        # After the input's checks (their messages say more), before anything is written:
+        # a rerun must not silently replace a pruned model (perhaps fine-tuned since).
+        if output_exists(args.input, args.output) and not args.force:
+            raise CheckpointError(
+                f"--output {args.output} exists; pass --force to replace it or choose another path"
+            )
         save_checkpoint_atomic(new_state, args.output, mode_like=args.input)
     except CheckpointError as err:
         print(f"dsp-strip: error: {err}", file=sys.stderr)

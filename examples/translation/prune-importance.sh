@@ -59,7 +59,7 @@ else
   say "keep the $K most important heads of $BASE -> $OUTPUT"
   select=(--importance "$SCORES" --heads-to-keep "$K")
 fi
-dsp-strip --input "$BASE" --output "$OUTPUT" "${select[@]}" > "$REPORT.tmp" \
+dsp-strip --input "$BASE" --output "$OUTPUT" "${select[@]}" --force > "$REPORT.tmp" \
   || die "dsp-strip failed (see the message above)"
 mv "$REPORT.tmp" "$REPORT"
 grep -E '^(heads kept|parameters):' "$REPORT" | sed 's/^/  /' || true

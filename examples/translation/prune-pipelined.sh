@@ -115,7 +115,7 @@ fi
 
 if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt ]]; then
   say "strip the heads dropped by the best gates (checkpoint_best.pt) -> $SAVE/pruned.pt"
-  dsp-strip --input "$SAVE/checkpoint_best.pt" --output "$SAVE/pruned.pt" > "$SAVE/strip.txt.tmp" \
+  dsp-strip --input "$SAVE/checkpoint_best.pt" --output "$SAVE/pruned.pt" --force > "$SAVE/strip.txt.tmp" \
     || die "dsp-strip failed (see the message above)"
   mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
 fi

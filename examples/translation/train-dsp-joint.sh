@@ -67,7 +67,7 @@ fi
 
 if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt ]]; then
   say "strip the pruned heads -> $SAVE/pruned.pt"
-  dsp-strip --input "$SAVE/checkpoint_last.pt" --output "$SAVE/pruned.pt" > "$SAVE/strip.txt.tmp" \
+  dsp-strip --input "$SAVE/checkpoint_last.pt" --output "$SAVE/pruned.pt" --force > "$SAVE/strip.txt.tmp" \
     || die "dsp-strip failed (see the message above)"
   mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
 fi
