@@ -33,6 +33,8 @@ setup(
             "dsp-plot-gates=dsp_fairseq.cli.plot_gates:main",
             "dsp-plot-sweep=dsp_fairseq.cli.plot_sweep:main",
             "dsp-pick-k=dsp_fairseq.cli.pick_k:main",
+            "dsp-reconstruct=dsp_fairseq.cli.reconstruct:main",
+            "dsp-user-dir=dsp_fairseq.cli.user_dir:main",
         ]
     },
 )

@@ -15,6 +15,7 @@ WORK=${WORK:-$ROOT/work/demo}
 DATA=$ROOT/work/multi30k
 MAX_UPDATE=${MAX_UPDATE:-500}
 K=9
+PLUGIN=$(dsp-user-dir)  # the installed plugin's folder, for fairseq's --user-dir
 mkdir -p "$WORK"
 SECONDS=0
 say() { printf '\n=== [%3dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
@@ -25,7 +26,7 @@ bash "$ROOT/examples/translation/prepare-multi30k.sh" --out "$DATA" --vocab-size
 
 say "2/5 train transformer_dsp_small, DSP gates, K=$K of 36 heads ($MAX_UPDATE updates)"
 if [[ ! -f $WORK/checkpoints/.done-$MAX_UPDATE ]]; then
-  fairseq-train "$DATA/bin" --user-dir "$ROOT/dsp_fairseq" \
+  fairseq-train "$DATA/bin" --user-dir "$PLUGIN" \
     --arch transformer_dsp_small --share-all-embeddings --heads-to-keep $K \
     --criterion dsp_label_smoothed_cross_entropy --label-smoothing 0.1 \
     --optimizer adam --adam-betas '(0.9, 0.98)' --lr 1e-3 --lr-scheduler inverse_sqrt \
@@ -48,7 +49,7 @@ for name in masked stripped; do
   ckpt=$WORK/checkpoints/checkpoint_last.pt
   [[ $name == stripped ]] && ckpt=$WORK/checkpoints/pruned.pt
   start=$(date +%s.%N)
-  fairseq-generate "$DATA/bin" --user-dir "$ROOT/dsp_fairseq" --path "$ckpt" --gen-subset test \
+  fairseq-generate "$DATA/bin" --user-dir "$PLUGIN" --path "$ckpt" --gen-subset test \
     --beam 5 --batch-size 64 --required-batch-size-multiple 1 --cpu --bpe sentencepiece \
     --sentencepiece-model "$DATA/spm/spm.model" \
     > "$WORK/gen.$name.txt" 2> "$WORK/gen.$name.log"

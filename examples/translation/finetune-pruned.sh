@@ -14,7 +14,7 @@
 #               rate of 3e-4 after 20 warm-up updates (--lr-scheduler fixed); --train-args
 #               override both
 # Output: SAVE_DIR/checkpoint_best.pt (lowest validation loss; a stripped model that
-# fairseq-generate --user-dir dsp_fairseq loads), SAVE_DIR/pruned.pt (the same model with
+# fairseq-generate --user-dir "$(dsp-user-dir)" loads), SAVE_DIR/pruned.pt (the same model with
 # dsp-strip's record of the kept head indices, for head maps),
 # SAVE_DIR/train.log. An interrupted run resumes from checkpoint_last.pt; a finished one is
 # skipped.

@@ -14,7 +14,8 @@
 
 RECIPES=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$RECIPES/../.." && pwd)
-PLUGIN=$ROOT/dsp_fairseq
+# fairseq's --user-dir: the installed plugin's folder (dsp-user-dir), else this checkout's.
+PLUGIN=$(dsp-user-dir 2>/dev/null) || PLUGIN=$ROOT/dsp_fairseq
 PRESETS="iwslt cpu-small"
 
 die() { echo "$(basename "$0"): error: $*" >&2; exit 1; }
