@@ -327,7 +327,9 @@ def test_importance_on_stock_checkpoint_then_strip_keeps_top_k(corpus, stock, tm
         BIN / "dsp-importance", "--path", stock, "--data", corpus, "--max-tokens", "400",
         "--max-batches", "2", "--output", scores,
     )  # fmt: skip
-    assert "batch 2:" in proc.stdout and "wrote" in proc.stdout
+    # progress on stderr, the result (scores per attention, the file written) on stdout
+    assert "batch 2:" in proc.stderr and "batch 2:" not in proc.stdout
+    assert "wrote" in proc.stdout and "enc-self layer 0:" in proc.stdout
     doc = json.loads(scores.read_text())
     assert doc["format"] == "dsp-head-importance/1" and doc["num_heads"] == H
     assert doc["metadata"]["arch"] == "transformer" and doc["metadata"]["num_batches"] == 2
@@ -368,7 +370,7 @@ def test_iterative_importance_masks_ten_percent_steps(corpus, stock, tmp_path):
     doc = json.loads(scores.read_text())
     # 10% of 24 heads rounds up to 3 per step: 18 heads masked in 6 steps.
     assert [len(step) for step in doc["steps"]] == [3] * 6
-    assert out.count("re-estimating") == 6
+    assert err.count("re-estimating") == 6
     masked = [tuple(h) for step in doc["steps"] for h in step]
     ranking = [tuple(h) for h in doc["ranking"]]
     assert ranking[: H - K] == masked and len(set(ranking)) == H

@@ -5,8 +5,9 @@
 
 Takes a stripped checkpoint (dsp-strip), a gated transformer_dsp checkpoint (exported with
 its test mask's heads), an unpruned transformer_dsp or a stock fairseq transformer. The
-vocabularies come from the fairseq data folder (dict.SRC.txt, dict.TGT.txt): --data, else
-the folder recorded in the checkpoint. CTranslate2 has one head count per stack (encoder,
+vocabularies come from the fairseq binaries folder (dict.SRC.txt, dict.TGT.txt): --data,
+else the folder recorded in the checkpoint; --data may also be the prepared corpus folder
+of the recipes (prepare-*.sh), whose bin/ is then used (and said so). CTranslate2 has one head count per stack (encoder,
 decoder), so an uneven layout is padded with zero heads to each stack's widest attention
 (exact, but it computes those heads); a uniform layout (--heads-per-attention when training
 or stripping) is exported as it is. The layout, the padding and the cost are printed.
@@ -18,9 +19,13 @@ replaced only with --force. Translate with dsp-translate-ct2.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import warnings
 
-from ..checkpoint_io import CheckpointError
+from .data_folder import DataFolderError, binaries_folder
+
+# torch, fairseq and ctranslate2 are imported in main(), after the arguments are parsed.
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", required=True, help="checkpoint to export")
     parser.add_argument("--output", required=True, help="CTranslate2 model folder to write")
     parser.add_argument(
-        "--data", help="fairseq data folder with dict.SRC.txt and dict.TGT.txt (default: the "
-        "checkpoint's)"
+        "--data", help="fairseq binaries folder with dict.SRC.txt and dict.TGT.txt, or the "
+        "prepared corpus folder holding it in bin/ (default: the checkpoint's)"
     )  # fmt: skip
     parser.add_argument(
         "--quantization",
@@ -41,12 +46,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="weight type of the saved model (default: float32)",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
-    parser.add_argument("--quiet", action="store_true", help="do not print the layout")
+    parser.add_argument(
+        "--quiet", action="store_true", help="print nothing but errors (no layout, no fairseq log)"
+    )
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    data = args.data
+    if data is not None:
+        try:
+            data, note = binaries_folder("--data", data)
+        except DataFolderError as err:
+            print(f"dsp-export-ct2: error: {err}", file=sys.stderr)
+            return 2
+        if note and not args.quiet:
+            print(f"dsp-export-ct2: {note}", file=sys.stderr)
+    if args.quiet:
+        # fairseq logs its dictionaries at INFO, and building an attention left with no head
+        # makes torch warn about a zero-element tensor: neither helps someone who asked quiet.
+        logging.getLogger("fairseq").setLevel(logging.WARNING)
+        warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
     import dsp_fairseq
 
     dsp_fairseq.register()  # the model, criterion and checkpoint types, now that args are valid
@@ -56,10 +77,12 @@ def main(argv=None) -> int:
     except ImportError as err:
         print(f"dsp-export-ct2: error: {err} (pip install ctranslate2)", file=sys.stderr)
         return 2
+    from ..checkpoint_io import CheckpointError
+
     log = (lambda *a: None) if args.quiet else print
     try:
         converter = export_checkpoint(
-            args.input, args.output, args.data, args.quantization, args.force, log=log
+            args.input, args.output, data, args.quantization, args.force, log=log
         )
     except CheckpointError as err:
         print(f"dsp-export-ct2: error: {err}", file=sys.stderr)

@@ -21,7 +21,9 @@ import sys
 import time
 from itertools import islice
 
-from ..checkpoint_io import CheckpointError, load_checkpoint, model_args
+from .data_folder import DataFolderError, binaries_folder
+
+# torch and fairseq are imported in main(), after the arguments are parsed.
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--path", required=True, help="trained checkpoint (.pt)")
-    parser.add_argument("--data", required=True, help="fairseq binarized data folder")
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="fairseq binaries folder (dict.SRC.txt, dict.TGT.txt, SPLIT.*.bin), or the "
+        "prepared corpus folder holding it in bin/",
+    )
     parser.add_argument("--subset", default="valid", help="data split to score on (default: valid)")
     parser.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch")
     parser.add_argument("--max-batches", type=int, help="use only the first N batches")
@@ -39,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--granularity",
         choices=("token", "sentence", "batch"),
         default="token",
-        help="unit over which |gradient| is taken: target token (default, METHOD.md), "
+        help="unit over which |gradient| is taken: target token (default; see docs/methods.md), "
         "sentence, or batch (the authors' code); token costs one backward pass per "
         "target position",
     )
@@ -69,6 +76,8 @@ def task_config(state: dict, data: str):
     """The checkpoint's task config with its data folder replaced by ``data``."""
     from omegaconf import OmegaConf
 
+    from ..checkpoint_io import CheckpointError
+
     cfg = state.get("cfg")
     task = cfg.get("task") if isinstance(cfg, dict) else None
     if task is None and state.get("args") is not None:
@@ -89,6 +98,7 @@ def load_model_and_task(path: str, data: str):
     its own saved model config."""
     from fairseq import tasks
 
+    from ..checkpoint_io import CheckpointError, load_checkpoint, model_args
     from ..models.stock import dsp_model_args
 
     state = load_checkpoint(path)
@@ -113,6 +123,8 @@ def load_model_and_task(path: str, data: str):
 def batch_factory(task, model, subset: str, max_tokens: int, max_batches, device):
     """A function returning a fresh iterator over the same batches each call."""
     from fairseq import utils
+
+    from ..checkpoint_io import CheckpointError
 
     try:
         task.load_dataset(subset, combine=False, epoch=1)
@@ -152,6 +164,11 @@ def main(argv=None) -> int:
         )
     if args.max_batches is not None and args.max_batches < 1:
         parser.error("--max-batches must be >= 1")
+    try:
+        data, note = binaries_folder("--data", args.data)
+    except DataFolderError as err:
+        print(f"dsp-importance: error: {err}", file=sys.stderr)
+        return 2
 
     import torch
 
@@ -159,11 +176,16 @@ def main(argv=None) -> int:
 
     dsp_fairseq.register()  # the model, criterion and checkpoint types, now that args are valid
 
+    from ..checkpoint_io import CheckpointError
     from ..importance import head_importance, iterative_head_importance
     from ..importance.scores_file import importance_document, write_json_atomic
 
     def say(msg: str) -> None:
-        print(f"dsp-importance: {msg}", flush=True)
+        # Progress goes to stderr; stdout carries only the result (the scores, the file).
+        print(f"dsp-importance: {msg}", file=sys.stderr, flush=True)
+
+    if note:
+        say(note)
 
     try:
         folder = os.path.dirname(os.path.abspath(args.output))
@@ -171,7 +193,7 @@ def main(argv=None) -> int:
             raise CheckpointError(f"--output {args.output}: folder {folder} does not exist")
         if os.path.exists(args.output) and os.path.samefile(args.output, args.path):
             raise CheckpointError("--output is the checkpoint itself; choose another path")
-        model, task, saved_cfg = load_model_and_task(args.path, args.data)
+        model, task, saved_cfg = load_model_and_task(args.path, data)
         device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
         model.to(device)
         batches, dataset = batch_factory(
@@ -208,7 +230,7 @@ def main(argv=None) -> int:
         metadata = {
             "checkpoint": os.path.abspath(args.path),
             "arch": getattr(saved_cfg, "arch", None),
-            "data": os.path.abspath(args.data),
+            "data": os.path.abspath(data),
             "subset": args.subset,
             "max_tokens": args.max_tokens,
             "max_batches": args.max_batches,
@@ -225,8 +247,8 @@ def main(argv=None) -> int:
         return 2
     for slot, scores in zip(result.slots, result.per_slot().values()):
         text = " ".join(f"{s:.4g}" for s in scores) or "(no heads)"
-        say(f"{slot.kind:<8} layer {slot.layer}: {text}")
-    say(
+        print(f"{slot.kind:<8} layer {slot.layer}: {text}")
+    print(
         f"wrote {args.output} ({sum(s.num_heads for s in result.slots)} heads, "
         f"{result.num_tokens} tokens, {time.time() - start:.1f}s)"
     )

@@ -1,7 +1,11 @@
 """dsp-pick-k: the smallest number of heads whose pruned model stays within a BLEU tolerance.
 
-    dsp-pick-k --data work/multi30k/data --base baseline/checkpoint_best.pt \\
-        --out work/pick --tolerance 0.5 [--ks 9,18,27,36,45,54,63] [--preset cpu-small]
+    dsp-pick-k --data data/multi30k --base baseline/checkpoint_best.pt \\
+        --out pick --tolerance 0.5 [--ks 9,18,27,36,45,54,63] [--preset cpu-small]
+
+--data is the prepared corpus folder that examples/translation/prepare-*.sh writes
+(bin/ with the fairseq binaries, spm/spm.model, raw/): BLEU needs the sentencepiece
+model and the raw references. Its bin/ is accepted too and stands for the corpus.
 
 For a trained (unpruned) checkpoint, it prunes with pipelined DSP
 (``examples/translation/prune-pipelined.sh``, its default schedule) at a few K,
@@ -27,6 +31,8 @@ import shutil
 import subprocess
 import sys
 from typing import Callable, Dict, List, Optional, Sequence
+
+from .data_folder import DataFolderError, corpus_folder
 
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPES = os.path.join(os.path.dirname(PACKAGE), "examples", "translation")
@@ -130,7 +136,11 @@ def main(argv=None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--data", required=True, help="prepared corpus folder (prepare-*.sh)")
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="prepared corpus folder (prepare-*.sh --out: bin/, spm/spm.model, raw/)",
+    )
     parser.add_argument("--base", required=True, help="trained, unpruned checkpoint")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument(
@@ -151,6 +161,12 @@ def main(argv=None) -> int:
         return fail(f"--tolerance must be >= 0, got {args.tolerance}")
     if not os.path.isdir(RECIPES):
         return fail(f"the recipes folder {RECIPES} is missing; install from a source checkout")
+    try:
+        args.data, note = corpus_folder("--data", args.data)
+    except DataFolderError as err:
+        return fail(str(err))
+    if note:
+        print(f"dsp-pick-k: {note}", file=sys.stderr)
     if not os.path.isfile(args.base):
         return fail(f"--base {args.base}: no such file")
     try:
@@ -163,7 +179,20 @@ def main(argv=None) -> int:
         return fail(f"--ks {args.ks!r}: give comma-separated numbers")
     if not ks or ks[0] < 1 or ks[-1] > total:
         return fail(f"--ks must lie in [1, {total}] (the model has {total} heads)")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        return fail(f"--out {args.out} is a file; give a folder (created if missing)")
+    # Folders this run creates, removed again if it fails before writing anything in them
+    # (a failed run used to leave an empty OUT/runs/ behind).
+    created = [p for p in (args.out, os.path.join(args.out, "runs")) if not os.path.exists(p)]
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
+
+    def fail_and_tidy(message: str) -> int:
+        for folder in reversed(created):
+            try:
+                os.rmdir(folder)  # only if still empty: never deletes a probe's results
+            except OSError:
+                pass
+        return fail(message)
 
     def say(message: str) -> None:
         print(f"== dsp-pick-k: {message}", flush=True)
@@ -195,7 +224,7 @@ def main(argv=None) -> int:
 
         chosen = smallest_passing(ks, passes)
     except RuntimeError as err:
-        return fail(str(err))
+        return fail_and_tidy(str(err))
     result = {
         "base": os.path.abspath(args.base),
         "total_heads": total,

@@ -9,8 +9,10 @@
 with --save-interval-updates N --keep-interval-updates -1; checkpoints without
 gates (a stripped pruned.pt) are skipped. Plots every head's logit against the
 update (solid: kept at the end) and the kept set per checkpoint.
---log: fairseq-train output with --log-format json; plots the gate metrics
-(temperature, distance from K-hot, mask sum, penalty) and the loss.
+--log: fairseq-train output (--log-format json or simple, e.g. the recipes' train.log
+or `fairseq-train ... 2>&1 | tee train.log`); plots the gate metrics (temperature,
+distance from K-hot, mask sum, penalty) and the loss. A log with none of them (tqdm
+format, or not a training log) is refused rather than drawn with panels missing.
 Writes OUTPUT.png and OUTPUT.svg.
 """
 
@@ -38,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="FILE",
-        help="fairseq JSON log(s) (--log-format json)",
+        help="fairseq-train log(s), --log-format json or simple",
     )
     parser.add_argument("--title", default="")
     parser.add_argument("--output", required=True, help="output path prefix (.png/.svg added)")
@@ -52,12 +54,12 @@ def main(argv=None) -> int:
         parser.error("give --checkpoints and/or --log")
     from ..checkpoint_io import CheckpointError
     from ..plots.common import PlotError, output_prefix, save_figure
-    from ..plots.gates import checkpoint_paths, gate_history, plot_gate_history, read_json_logs
+    from ..plots.gates import checkpoint_paths, gate_history, plot_gate_history, read_logs
 
     try:
         output_prefix(args.output)
         hist = gate_history(checkpoint_paths(args.checkpoints)) if args.checkpoints else None
-        series = read_json_logs(args.log) if args.log else None
+        series = read_logs(args.log, strict=True) if args.log else None
         paths = save_figure(plot_gate_history(hist, series, args.title), args.output)
     except (PlotError, CheckpointError, ValueError) as err:
         print(f"dsp-plot-gates: error: {err}", file=sys.stderr)

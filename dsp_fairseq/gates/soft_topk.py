@@ -25,7 +25,7 @@ def sample_gumbel(shape, generator: Optional[torch.Generator] = None, device=Non
 
 
 def soft_topk(scores: Tensor, k: int, temperature: float) -> Tensor:
-    """Iterated-softmax relaxation of a K-hot vector (METHOD.md, DSP).
+    """Iterated-softmax relaxation of a K-hot vector (DSP, Li et al. 2021; docs/methods.md).
 
     p_1 = softmax(r / t); r <- r + log(max(1 - p_j, eps)); mask = sum_j p_j.
     Entries are >= 0 and sum to K; as t -> 0 the result is K-hot. (At moderate

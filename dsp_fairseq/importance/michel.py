@@ -14,7 +14,7 @@ smoothing), computed in ``eval()`` mode (no dropout).
 
 The unit x over which the absolute value is taken (``granularity``):
 
-* ``token`` (default, METHOD.md): every target token's loss; one backward
+* ``token`` (default; Michel et al.'s per-token definition, docs/methods.md): every target token's loss; one backward
   pass per target position of a batch (each sentence has its own copy of
   the mask, so one pass serves all sentences of the batch);
 * ``sentence``: every sentence's summed loss; one backward pass per batch;

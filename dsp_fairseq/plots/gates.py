@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -137,15 +138,71 @@ def parse_json_log(lines: Sequence[str]) -> Dict[str, List[Tuple[int, float]]]:
     return series
 
 
-def read_json_logs(paths: Sequence[str]) -> Dict[str, List[Tuple[int, float]]]:
+_SIMPLE_TRAIN = re.compile(r"\| train_inner \| epoch \d+:\s+\d+ / \d+ (.*)$")
+_SIMPLE_VALID = re.compile(r"\| valid \| epoch \d+ \| valid on '[^']*' subset \| (.*)$")
+
+
+def parse_simple_log(lines: Sequence[str]) -> Dict[str, List[Tuple[int, float]]]:
+    """The same series as :func:`parse_json_log`, from ``--log-format simple`` output.
+
+    ``train_inner`` lines hold ``key=value, ...``; ``valid`` lines ``key value | ...``,
+    where ``loss`` is the validation loss (the JSON format calls it ``valid_loss``).
+    """
+    series: Dict[str, List[Tuple[int, float]]] = {}
+
+    def add(stats: Dict[str, str], names, rename=None) -> None:
+        step = stats.get("num_updates")
+        if step is None:
+            return
+        for name in names:
+            key = (rename or {}).get(name, name)
+            if key in stats:
+                try:
+                    series.setdefault(name, []).append((int(float(step)), float(stats[key])))
+                except ValueError:
+                    pass
+
+    for line in lines:
+        line = line.rstrip("\n")
+        m = _SIMPLE_TRAIN.search(line)
+        if m:
+            pairs = (item.partition("=") for item in m.group(1).split(", "))
+            add({k.strip(): v.strip() for k, _, v in pairs}, LOG_METRICS)
+            continue
+        m = _SIMPLE_VALID.search(line)
+        if m:
+            pairs = (item.strip().partition(" ") for item in m.group(1).split(" | "))
+            add({k: v.strip() for k, _, v in pairs}, ("valid_loss",), {"valid_loss": "loss"})
+    return series
+
+
+def read_logs(paths: Sequence[str], strict: bool = False) -> Dict[str, List[Tuple[int, float]]]:
+    """Series from fairseq-train logs, ``--log-format json`` or ``simple`` (each file either).
+
+    ``strict``: a file from which nothing can be read (another format, not a training log)
+    is refused, naming the formats that are read, instead of leaving its panels out.
+    """
     series: Dict[str, List[Tuple[int, float]]] = {}
     for path in paths:
         if not os.path.isfile(path):
-            raise PlotError(f"{path}: no such log file")
+            raise PlotError(f"--log {path}: no such log file; give fairseq-train's output")
         with open(path, encoding="utf-8", errors="replace") as f:
-            for name, points in parse_json_log(f.readlines()).items():
-                series.setdefault(name, []).extend(points)
+            lines = f.readlines()
+        found = parse_json_log(lines) or parse_simple_log(lines)
+        if strict and not found:
+            raise PlotError(
+                f"--log {path}: no train_inner or valid lines that can be read; give the "
+                "output of fairseq-train run with --log-format json (or simple), e.g. "
+                "fairseq-train ... --log-format json 2>&1 | tee train.log"
+            )
+        for name, points in found.items():
+            series.setdefault(name, []).extend(points)
     return {k: sorted(v) for k, v in series.items()}
+
+
+def read_json_logs(paths: Sequence[str]) -> Dict[str, List[Tuple[int, float]]]:
+    """Lenient :func:`read_logs` (the sweep report reads whatever logs a run has)."""
+    return read_logs(paths, strict=False)
 
 
 def _plot_logits(ax, hist: GateHistory) -> None:
