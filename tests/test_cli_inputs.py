@@ -288,3 +288,22 @@ def test_plot_gates_refuses_a_log_it_cannot_read(tmp_path):
                   tmp_path / "gates", check=False)  # fmt: skip
     one_line_error(missing, "dsp-plot-gates", "--log", "no such log file")
     assert not list(tmp_path.glob("gates.*"))
+
+
+# -- the recipes' --help -------------------------------------------------------------------
+
+RECIPES = sorted(
+    p for p in (ROOT / "examples/translation").glob("*.sh") if p.name != "recipe-lib.sh"
+)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)
+def test_recipe_help_is_text_not_source(recipe):
+    proc = run("bash", recipe, "--help")
+    lines = proc.stdout.splitlines()
+    assert len(lines) >= 5 and recipe.name in proc.stdout
+    assert not [line for line in lines if line.startswith("#")], proc.stdout
+    assert "set -euo" not in proc.stdout
+    # every option the recipe parses is explained in its help
+    parsed = set(re.findall(r"^\s+(--[a-z0-9-]+)\)", recipe.read_text(), flags=re.M))
+    assert parsed and not {o for o in parsed if o not in proc.stdout}, parsed

@@ -3,9 +3,16 @@
 #
 #   prepare-multi30k.sh [--src-dir DIR] [--out DIR] [--vocab-size N] [--max-train N]
 #
-# --src-dir: folder with train.{de,en}.gz, val.{de,en}.gz, test_2016_flickr.{de,en}.gz
-#   (default: $MULTI30K_DIR, else ../shared/data/multi30k beside the repo if it exists,
-#   else the files are downloaded from the public multi30k/dataset repository).
+# --src-dir     folder with train.{de,en}.gz, val.{de,en}.gz, test_2016_flickr.{de,en}.gz
+#               (default: $MULTI30K_DIR, else ../shared/data/multi30k beside the repo if it
+#               exists, else the files are downloaded from the public multi30k/dataset
+#               repository)
+# --out         the prepared corpus folder to write (default data/multi30k): raw/ (text),
+#               spm/ (spm.model and the encoded text), bin/ (fairseq binaries); give it as
+#               --data to the recipes and dsp-pick-k, and OUT/bin to fairseq-train
+# --vocab-size  joint sentencepiece vocabulary size (default 8000)
+# --max-train   keep only the first N training sentence pairs (default 0: all 29,000), for
+#               quick experiments; valid and test are always complete
 # Every step is skipped when its output already exists, so the script can be rerun.
 set -euo pipefail
 
@@ -23,7 +30,8 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --vocab-size) VOCAB=$2; shift 2 ;;
     --max-train) MAX_TRAIN=$2; shift 2 ;;
-    -h|--help) sed -n 2,10p "$0"; exit 0 ;;
+    # the header comment above, without its '#' and without the code after it
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "prepare-multi30k.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
