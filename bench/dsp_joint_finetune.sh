@@ -46,7 +46,7 @@ for k in "${K_LIST[@]}"; do
   start=$SECONDS
   if [[ ! -f $row/.done ]]; then
     say "DSP gates and weights together from $BASE, K=$k, $UPDATES updates -> $row"
-    run_train "$row/train.log" "$WORK/data/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
+    run_train "$row/train.log" "$WORK/data/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
       --lr-scheduler fixed --warmup-updates 20 --lr 3e-4 "${SHAPE[@]}" --finetune-from-model "$BASE" \
       --gate-type dsp --gate-schedule joint --heads-to-keep "$k" \
       --criterion dsp_label_smoothed_cross_entropy --max-update "$UPDATES" --save-dir "$row" \

@@ -2,8 +2,9 @@
 
 Importing this package (``--user-dir "$(dsp-user-dir)"``, ``--user-dir dsp_fairseq``
 or ``import dsp_fairseq``) registers the ``transformer_dsp`` model and
-architectures, the ``dsp_label_smoothed_cross_entropy`` criterion and the head
-gates, and lets fairseq checkpoints load under torch's weights-only default.
+architectures, the ``translation_dsp`` task (which trains the gates), the
+``dsp_label_smoothed_cross_entropy`` criterion and the head gates, and lets
+fairseq checkpoints load under torch's weights-only default.
 
 The one exception is the command-line tools (``dsp_fairseq.cli.*``): importing
 them must not pull torch and fairseq in before their arguments are parsed (a
@@ -28,10 +29,10 @@ def register() -> None:
     from .safe_loading import allow_fairseq_checkpoint_types
 
     allow_fairseq_checkpoint_types()
-    # The gate's optimizer step hook is installed when a gate is built, not here.
-    from . import criterions, gates, models  # noqa: F401  (registration)
+    from . import criterions, gates, models, tasks  # noqa: F401  (registration)
     from .criterions import dsp_label_smoothed_cross_entropy  # noqa: F401
     from .models import transformer_dsp  # noqa: F401
+    from .tasks import translation_dsp  # noqa: F401
 
 
 def _importing_a_cli() -> bool:

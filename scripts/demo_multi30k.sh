@@ -26,7 +26,7 @@ bash "$ROOT/examples/translation/prepare-multi30k.sh" --out "$DATA" --vocab-size
 
 say "2/5 train transformer_dsp_small, DSP gates, K=$K of 36 heads ($MAX_UPDATE updates)"
 if [[ ! -f $WORK/checkpoints/.done-$MAX_UPDATE ]]; then
-  fairseq-train "$DATA/bin" --user-dir "$PLUGIN" \
+  fairseq-train "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp \
     --arch transformer_dsp_small --share-all-embeddings --heads-to-keep $K \
     --criterion dsp_label_smoothed_cross_entropy --label-smoothing 0.1 \
     --optimizer adam --adam-betas '(0.9, 0.98)' --lr 1e-3 --lr-scheduler inverse_sqrt \

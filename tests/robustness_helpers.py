@@ -48,7 +48,7 @@ def train_cmd(data, save_dir, updates: int, *extra, user_dir=True) -> List[str]:
     """A tiny transformer_dsp_small fairseq-train command (21 batches per epoch)."""
     return [
         str(BIN / "fairseq-train"), str(data),
-        *(["--user-dir", str(PLUGIN)] if user_dir else []),
+        *(["--user-dir", str(PLUGIN), "--task", "translation_dsp"] if user_dir else []),
         "--arch", "transformer_dsp_small", *TINY, "--share-all-embeddings",
         "--optimizer", "adam", "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt",
         "--warmup-updates", "10", "--max-tokens", "1000", "--max-update", str(updates),

@@ -11,7 +11,6 @@ from dsp_fairseq.gates.schedules import GATE_SCHEDULES
 from dsp_fairseq.models.gate_config import build_gate
 from dsp_fairseq.models.head_layout import attention_slots
 from dsp_fairseq.models.transformer_dsp import transformer_dsp_small
-from dsp_fairseq.optim.gate_optimizer import gate_lr_of
 
 
 def small_args(**overrides):
@@ -34,7 +33,7 @@ def test_schedule_defaults_follow_the_training_mode(overrides, name, lr):
     gate, _ = build_gate(args, attention_slots(args))
     # recorded in the args (and so in the checkpoint) as resolved
     assert args.gate_schedule == name and args.gate_lr == lr
-    assert gate.schedule == GATE_SCHEDULES[name] and gate_lr_of(gate.logits) == lr
+    assert gate.schedule == GATE_SCHEDULES[name] and gate.lr == lr
 
 
 def test_unknown_schedule_is_rejected():

@@ -3,15 +3,12 @@
 import argparse
 
 import pytest
-import torch
-from fairseq.optim.adam import Adam as FairseqAdamImpl
 
 from dsp_fairseq.criterions.dsp_label_smoothed_cross_entropy import annealed_temperature
 from dsp_fairseq.gates import GATE_REGISTRY, build_budget
 from dsp_fairseq.models.gate_config import build_gate
 from dsp_fairseq.models.head_layout import attention_slots
 from dsp_fairseq.models.transformer_dsp import transformer_dsp_iwslt_de_en
-from dsp_fairseq.optim.gate_optimizer import gate_lr_of, tag_gate_parameter
 
 
 def iwslt_args(**overrides):
@@ -94,20 +91,27 @@ def test_annealing_schedule():
 
 
 def test_gate_logits_get_constant_lr_without_weight_decay():
-    gate_param = torch.nn.Parameter(torch.zeros(4))
-    other = torch.nn.Parameter(torch.ones(4))
-    tag_gate_parameter(gate_param, 0.2)
-    assert gate_lr_of(gate_param) == 0.2
-    opt = FairseqAdamImpl([gate_param, other], lr=1e-6, weight_decay=0.5)
-    for step in range(3):
-        for g in opt.param_groups:
-            g["lr"] = 1e-6 * (step + 1)  # a schedule the gates must ignore
-        gate_param.grad = torch.tensor([1.0, -1.0, 2.0, 0.0])
-        other.grad = torch.ones(4)
-        opt.step()
-    # Adam with constant gradient sign moves each coordinate by lr per step.
-    assert gate_param.detach()[:3].tolist() == pytest.approx([-0.6, 0.6, -0.6], abs=1e-4)
-    assert gate_param[3].item() == 0.0
-    assert (other.detach() < 1).all() and (other.detach() > 0.99).all()
-    assert opt.state[gate_param]["dsp_step"] == 3
-    assert "exp_avg" not in opt.state[gate_param]  # main optimizer never touched it
+    """The gate trains outside fairseq's optimizer: its learning-rate schedule (a
+    changing lr) and weight decay never reach the logits; the task's Adam moves each
+    logit by --gate-lr on its first steps (a gradient of constant sign: lr per step)."""
+    from fairseq import optim
+    from train_helpers import batch, fairseq_cfg, tiny_task, update
+
+    task = tiny_task()
+    cfg = fairseq_cfg("--heads-to-keep", "5", "--weight-decay", "0.5", "--gate-lr", "0.2")
+    model = task.build_model(cfg.model)
+    gate = model.head_gate
+    assert all(p is not gate.logits for p in model.parameters())
+    optimizer = optim.build_optimizer(cfg.optimizer, list(model.parameters()))
+    criterion = task.build_criterion(cfg.criterion)
+    gate.set_temperature(0.1)
+    before = gate.logits.detach().clone()
+    for step in range(2):
+        optimizer.set_lr(1e-6 * (step + 1))  # a schedule the gate must ignore
+        update(task, model, criterion, optimizer, [batch(task, seed=step)], step)
+        if step == 0:
+            first = gate.logits.detach() - before
+    assert first.abs().max() == pytest.approx(0.2, rel=1e-4)
+    state = gate.optimizer.state[gate.logits]
+    assert int(state["step"]) == 2 and gate.optimizer.param_groups[0]["weight_decay"] == 0.0
+    assert gate.optimizer.param_groups[0]["lr"] == 0.2

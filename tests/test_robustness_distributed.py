@@ -3,8 +3,8 @@
 Launched as STACK.md describes (one process per rank, --distributed-no-spawn,
 legacy_ddp, gloo). Each rank records its gate after every update (see
 robustness_dist_launcher.py). Every rank must hold the same logits after every
-update: the gate's Adam step runs in a torch optimizer pre-hook on the
-gradient fairseq has already all-reduced, so it is the same on every rank.
+update: the translation_dsp task all-reduces the gate's gradient in float32
+and steps the same Adam on every rank.
 Then the two ranks resume from checkpoint_last.pt, where rank 1 receives the
 checkpoint from rank 0 through fairseq's broadcast_object.
 """
@@ -34,13 +34,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def train_two_ranks(data, save_dir: Path, updates: int, out: Path):
+def train_two_ranks(data, save_dir: Path, updates: int, out: Path, *extra: str):
     """Run both ranks to ``updates``; return their records and logs."""
     port = free_port()
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1")
     procs, logs = [], []
     for rank in (0, 1):
-        cmd = train_cmd(data, save_dir, updates)[1:]  # drop the fairseq-train executable
+        cmd = train_cmd(data, save_dir, updates, *extra)[1:]  # drop the fairseq-train executable
         cmd += ["--distributed-no-spawn", "--distributed-world-size", "2",
                 "--distributed-rank", str(rank),
                 "--distributed-init-method", f"tcp://127.0.0.1:{port}",
@@ -105,3 +105,25 @@ def test_two_ranks_keep_identical_gates_and_resume(tmp_path_factory, tmp_path):
     assert r0["param_checksum"] == r1["param_checksum"]
     # The gate's Adam state (dsp_step, moments) came back on every rank.
     assert r0["dsp_step"] == r1["dsp_step"] == list(range(11, 17))
+
+
+def test_two_ranks_fp16_legacy_ddp_train_the_gate_by_its_adam_step(tmp_path_factory, tmp_path):
+    """legacy_ddp all-reduces the model's gradients in the model's dtype (fp16 here): a gate
+    gradient carried through it at a tiny scale became exactly 0 and the gate froze. The
+    task reduces the gate's own gradient in float32, outside it, so the first update moves
+    every logit with a gradient by the gate lr (Adam's first step: lr * g / (|g| + eps)).
+    fp16 on a CPU: unflattened (fairseq's flat fp16 buffer asks for a CUDA device) and a
+    small initial loss scale (fairseq's overflow branch calls .cuda())."""
+    data = tiny_corpus(tmp_path_factory)
+    flags = ("--fp16", "--fp16-no-flatten-grads", "--fp16-init-scale", "4",
+             "--update-freq", "2", "--clip-norm", "0.1", "--log-interval", "1")  # fmt: skip
+    (r0, r1), texts = train_two_ranks(data, tmp_path / "ckpt", 3, tmp_path, *flags)
+    assert "loss_scale=4" in texts[0] and "gate_gnorm=" in texts[0]
+    assert r0["grads"] == r1["grads"] and r0["logits"] == r1["logits"]
+    assert r0["dsp_step"] == [1, 2, 3]
+    grads = torch.tensor(r0["grads"])
+    assert torch.isfinite(grads).all() and (grads[0].abs() > 1e-7).sum() >= K
+    before = torch.tensor(r0["before"][0])
+    moved = torch.tensor(r0["logits"][0]) - before
+    expected = -0.2 * grads[0] / (grads[0].abs() + 1e-8)
+    assert torch.allclose(moved, expected, rtol=0, atol=1e-5), (moved, expected)

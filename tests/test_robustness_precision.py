@@ -16,7 +16,6 @@ from robustness_helpers import K, dsp_args, make_dictionary, make_task, run, tin
 from dsp_fairseq.checkpoint_io import load_checkpoint
 from dsp_fairseq.gates import GATE_REGISTRY, build_budget
 from dsp_fairseq.modules.gated_multihead_attention import GatedMultiheadAttention
-from dsp_fairseq.optim.gate_optimizer import step_gate_parameters, tag_gate_parameter
 from dsp_fairseq.pruning.strip import strip_checkpoint
 
 HALF = [torch.float16, torch.bfloat16]
@@ -159,31 +158,12 @@ def test_whole_model_in_half_precision(dtype):
     assert all(torch.isfinite(h["score"].float()) for sent in hyps for h in sent)
 
 
-def test_gate_hook_undoes_the_scale_of_fused_optimizers():
-    """apex's fused Adam (fairseq --fp16 on GPU) steps on loss-scaled gradients plus
-    ``scale=``; the gate must update exactly as if it got the true gradient."""
-    plain, scaled = torch.nn.Parameter(torch.zeros(4)), torch.nn.Parameter(torch.zeros(4))
-    for p in (plain, scaled):
-        tag_gate_parameter(p, 0.2)
-    grads = [torch.tensor([1.0, -2.0, 0.5, 0.0]), torch.tensor([0.3, 1.0, -0.5, 2.0])]
-    opt_plain = torch.optim.SGD([plain], lr=0.0)
-    opt_scaled = torch.optim.SGD([scaled], lr=0.0)
-    for g in grads:
-        plain.grad = g.clone()
-        step_gate_parameters(opt_plain, (), {})
-        scaled.grad = g * 128.0  # loss scale 128, scale passed = 1 / multiply_factor = 128
-        step_gate_parameters(opt_scaled, (), {"scale": 128.0})
-        assert plain.grad is None and scaled.grad is None
-    assert torch.allclose(plain, scaled, atol=1e-7)
-    assert plain.detach().abs().sum() > 0.5
-
-
 # -- real fairseq-train ------------------------------------------------------------------
 
 
 def test_fp16_training_on_cpu_trains_the_gates(tmp_path_factory, tmp_path):
-    """--fp16 --fp16-no-flatten-grads: fp16 model (gate logits included), fp32 master
-    weights; the gate hook steps the fp32 master logits at its own rate.
+    """--fp16 --fp16-no-flatten-grads: fp16 model, fp32 master weights in fairseq's
+    optimizer; the gate's logits stay float32 and the translation_dsp task steps them.
 
     A small initial loss scale: on an overflow fairseq 0.12 calls ``.cuda()``
     (trainer.py, ``grad_norm = torch.tensor(0.0).cuda()``), which fails on a CPU.
@@ -197,17 +177,33 @@ def test_fp16_training_on_cpu_trains_the_gates(tmp_path_factory, tmp_path):
     state = load_checkpoint(str(tmp_path / "checkpoint_last.pt"))
     logits = state["model"]["head_gate.logits"]
     assert torch.isfinite(logits).all()
-    gate_states = [s for s in state["last_optimizer_state"]["state"].values() if "dsp_step" in s]
-    assert len(gate_states) == 1 and gate_states[0]["dsp_step"] == 6
-    assert torch.isfinite(gate_states[0]["dsp_exp_avg_sq"]).all()
+    assert int(state["model"]["head_gate.adam_step"]) == 6
+    assert torch.isfinite(state["model"]["head_gate.adam_exp_avg_sq"]).all()
     _, report = strip_checkpoint(state)
     assert sum(len(v) for v in report.kept.values()) == K  # every attention is gated
 
 
-@pytest.mark.parametrize("flag", ["--fp16", "--bf16"])
-def test_flattened_half_precision_is_refused(flag, tmp_path_factory, tmp_path):
+def test_training_a_gate_without_its_task_is_refused(tmp_path_factory, tmp_path):
+    """fairseq's own translation task never steps the gate (its logits are not trainer
+    parameters): refused at the first forward, naming the task, before any update."""
     data = tiny_corpus(tmp_path_factory)
-    proc = run(*train_cmd(data, tmp_path, 2, flag), check=False)
+    cmd = [c if c != "translation_dsp" else "translation" for c in train_cmd(data, tmp_path, 2)]
+    proc = run(*cmd, check=False)
     assert proc.returncode != 0
-    assert "add --fp16-no-flatten-grads" in proc.stderr
+    assert "--task translation_dsp" in proc.stderr
     assert not list(tmp_path.glob("*.pt"))
+
+
+def test_fully_sharded_data_parallel_is_refused_before_training(tmp_path):
+    """FSDP (--ddp-backend fully_sharded) saves only the parameters it shards."""
+    from train_helpers import fairseq_cfg, tiny_task
+
+    from dsp_fairseq.tasks.translation_dsp import TranslationDSPConfig, TranslationDSPTask
+
+    task = tiny_task()
+    d = task.source_dictionary
+    task = TranslationDSPTask(TranslationDSPConfig(ddp_backend="fully_sharded"), d, d)
+    with pytest.raises(ValueError, match="--ddp-backend fully_sharded cannot train the head gate"):
+        task.build_model(fairseq_cfg("--heads-to-keep", "5").model)
+    # decoding a checkpoint needs no training setup
+    assert task.build_model(fairseq_cfg("--heads-to-keep", "5").model, from_checkpoint=True)

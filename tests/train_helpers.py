@@ -13,7 +13,7 @@ import torch
 from fairseq import options
 from fairseq.data import LanguagePairDataset
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-from robustness_helpers import PLUGIN, make_dictionary, make_task
+from robustness_helpers import PLUGIN, make_dictionary
 
 # 1+1 layers, 4 heads: 12 gated heads.
 TINY_ARCH = ["--encoder-layers", "1", "--decoder-layers", "1",
@@ -36,7 +36,11 @@ def fairseq_cfg(*flags: str, arch: str = "transformer_dsp"):
 
 
 def tiny_task(n_words: int = 24):
-    return make_task(make_dictionary(n_words))
+    """The translation_dsp task (it trains the gate) over an in-memory dictionary."""
+    from dsp_fairseq.tasks.translation_dsp import TranslationDSPConfig, TranslationDSPTask
+
+    d = make_dictionary(n_words)
+    return TranslationDSPTask(TranslationDSPConfig(), d, d)
 
 
 def batch(task, n: int = 8, max_len: int = 7, seed: int = 0) -> dict:
@@ -68,10 +72,10 @@ def update(task, model, criterion, optimizer, samples, update_num: int, clip_nor
     optimizer.multiply_grads(1.0 / float(sample_size))
     try:
         grad_norm = optimizer.clip_grad_norm(clip_norm)
+        task.optimizer_step(optimizer, model=model, update_num=update_num)
     except OverflowError:  # fp16: fairseq skips the update and lowers the loss scale
         optimizer.zero_grad()
         return None
-    optimizer.step()
     model.set_num_updates(update_num + 1)
     return grad_norm
 

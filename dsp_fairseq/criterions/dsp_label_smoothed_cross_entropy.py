@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+import torch
 from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion,
@@ -25,6 +26,7 @@ from fairseq.logging import metrics
 from omegaconf import II
 
 from ..gates import HeadGate
+from ..gates.base import UNTRAINED_GATE
 from .run_length import first_update_freq, run_updates, updates_per_epoch
 
 logger = logging.getLogger(__name__)
@@ -204,6 +206,8 @@ class DSPLabelSmoothedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     def forward(self, model, sample, reduce=True):
         gate = find_head_gate(model)
         training = gate is not None and gate.training
+        if training and not gate.frozen and gate.optimizer is None and torch.is_grad_enabled():
+            raise RuntimeError(UNTRAINED_GATE)  # before the first update, not after it
         if training and gate.uses_temperature:
             if not self._resolved:
                 self.resolve_schedule(gate, find_model(model))

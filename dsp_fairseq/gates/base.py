@@ -4,6 +4,14 @@ A gate owns one learnable score per gated head (``logits``, shape ``(H,)``)
 and turns it into a head mask: a relaxed or sampled one while training, a
 deterministic 0/1 one at test time (the mask that ``dsp-strip`` removes).
 The model only ever calls this interface; it never branches on a method name.
+
+The logits are model *state* (saved as ``head_gate.logits``) but not an
+``nn.Parameter``: fairseq's trainer builds its optimizer, gradient clipping,
+fp16 flattening and data-parallel reduction from ``model.parameters()``, and
+the gate is trained apart from all of them by the ``translation_dsp`` task
+(``dsp_fairseq/tasks/translation_dsp.py``) with its own constant-LR Adam,
+whose moments are saved with the logits (``head_gate.adam_*``) so that a
+resumed run continues them on every rank.
 """
 
 from __future__ import annotations
@@ -23,6 +31,12 @@ from .soft_topk import GATE_DTYPE, distance_from_khot, hard_topk_mask
 # per-type budgets. A gate built with budget None (only gates whose
 # ``budget_optional`` is True) decides itself how many heads to keep.
 Budget = List[Tuple[int, int, int]]
+
+# fairseq's plain tasks only step the trainer's parameters, which the logits are not.
+UNTRAINED_GATE = (
+    "nothing trains this model's head gate: train transformer_dsp with --task translation_dsp "
+    "(it gives the gate its own optimizer), or freeze the gate with --freeze-gates"
+)
 
 GATE_REGISTRY: Dict[str, Type[HeadGate]] = {}
 
@@ -60,11 +74,18 @@ class HeadGate(nn.Module):
             )
         self.num_heads = num_heads
         self.budget = None if budget is None else [tuple(seg) for seg in budget]
-        self.logits = nn.Parameter(torch.empty(num_heads))
+        # A plain leaf tensor, not an nn.Parameter: kept out of fairseq's optimizer (see above).
+        self.logits = torch.empty(num_heads, dtype=torch.float32, requires_grad=True)
         self.reset_parameters()
+        # Set by the translation_dsp task when it trains this gate (prepare_training).
+        self.optimizer: Optional[torch.optim.Optimizer] = None
+        self.anchor: Optional[nn.Parameter] = None
+        self._restore_optimizer = True
         self.temperature = 1.0
         # the training schedule (temperatures, anneal share); the model sets its own
         self.schedule: GateSchedule = GATE_SCHEDULES["joint"]
+        # constant learning rate of the logits (the model sets --gate-lr)
+        self.lr = self.schedule.gate_lr
         self.num_updates = 0
         self.frozen = False
         self._train_mask: Optional[Tensor] = None
@@ -116,7 +137,11 @@ class HeadGate(nn.Module):
         self.temperature = float(temperature)
 
     def set_num_updates(self, num_updates: int) -> None:
-        # Called by fairseq on every update and when a checkpoint is loaded.
+        # Called by fairseq's task.train_step before every forward, and on load.
+        if self.optimizer is None and not self.frozen and self.logits.grad is not None:
+            # A gradient that no optimizer will ever apply: fairseq's plain tasks
+            # only step the trainer's parameters, which the logits are not.
+            raise RuntimeError(UNTRAINED_GATE)
         self.num_updates = int(num_updates)
 
     def per_segment(self, fn: Callable[[Tensor, int], Tensor], scores: Tensor) -> Tensor:
@@ -156,15 +181,100 @@ class HeadGate(nn.Module):
     def _apply(self, fn, recurse=True):
         # The logits stay float32 whatever the model's precision (model.half()
         # under --fp16, .bfloat16(), .to(dtype)); only device moves apply. In
-        # float16 their gradient overflows at low temperature and fairseq would
-        # skip updates; fairseq's FP16Optimizer keeps a float32 parameter as it is.
+        # float16 their gradient overflows at low temperature.
         def keep_precision(t: Tensor) -> Tensor:
             out = fn(t)
             if t.is_floating_point() and out.dtype in (torch.float16, torch.bfloat16):
                 return t.to(device=out.device)
             return out
 
-        return super()._apply(keep_precision, recurse)
+        super()._apply(keep_precision, recurse)
+        with torch.no_grad():
+            moved = keep_precision(self.logits)
+        if moved is not self.logits:
+            # In place, as nn.Module does for parameters: the task's Adam keeps its tensor.
+            self.logits.data = moved
+        return self
+
+    # -- the logits (and their optimizer's moments) in the model's state dict --------
+    _ADAM_KEYS = ("adam_step", "adam_exp_avg", "adam_exp_avg_sq")
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination.pop(prefix + "anchor", None)  # a trainer-side placeholder, not state
+        destination[prefix + "logits"] = self.logits if keep_vars else self.logits.detach()
+        for key, value in self._adam_tensors().items():
+            destination[prefix + key] = value
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors
+    ):
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors
+        )
+        own = {prefix + k for k in ("logits", *self._ADAM_KEYS)}
+        unexpected_keys[:] = [k for k in unexpected_keys if k not in own]
+        missing_keys[:] = [k for k in missing_keys if k != prefix + "anchor"]
+        key = prefix + "logits"
+        if key not in state_dict:
+            if strict:
+                missing_keys.append(key)
+            return
+        value = state_dict[key]
+        if value.shape != self.logits.shape:
+            errors.append(
+                f"size mismatch for {key}: copying a param with shape {tuple(value.shape)}, "
+                f"the gate has {tuple(self.logits.shape)}"
+            )
+            return
+        with torch.no_grad():
+            self.logits.copy_(value)
+        adam = {k: state_dict[prefix + k] for k in self._ADAM_KEYS if prefix + k in state_dict}
+        if self.optimizer is not None and self._restore_optimizer:
+            self._load_adam_tensors(adam)
+
+    def prepare_training(self, optimizer: torch.optim.Optimizer, restore: bool = True) -> None:
+        """Hand the gate the optimizer that trains its logits (the translation_dsp task's).
+
+        Also registers ``anchor``, a zero-element parameter added to the training
+        mask. It exists for fairseq's trainer, which needs at least one parameter
+        (``--train-gates-only`` leaves none), and whose gradient fairseq clears
+        (``p.grad = None``) when it starts an update or skips an overflowed one:
+        the task reads that to know when to discard the gate's partial gradient.
+        It is never saved. ``restore=False`` (``--reset-optimizer``) ignores Adam
+        moments found in a checkpoint.
+        """
+        self.optimizer = optimizer
+        self._restore_optimizer = restore
+        self.anchor = nn.Parameter(torch.zeros(0, device=self.logits.device))
+
+    def _adam_tensors(self) -> Dict[str, Tensor]:
+        if self.optimizer is None:
+            return {}
+        state = self.optimizer.state.get(self.logits, {})
+        if "exp_avg" not in state:
+            return {}
+        return {
+            "adam_step": torch.as_tensor(state["step"], dtype=torch.float32).detach().clone(),
+            "adam_exp_avg": state["exp_avg"].detach().clone(),
+            "adam_exp_avg_sq": state["exp_avg_sq"].detach().clone(),
+        }
+
+    def _load_adam_tensors(self, adam: Dict[str, Tensor]) -> None:
+        if not adam:
+            return
+        if set(adam) != set(self._ADAM_KEYS):
+            raise ValueError(f"incomplete gate optimizer state: {sorted(adam)}")
+        # Through torch's own Optimizer.load_state_dict (it casts to the logits' device).
+        saved = self.optimizer.state_dict()
+        saved["state"] = {
+            0: {
+                "step": adam["adam_step"].float().cpu(),
+                "exp_avg": adam["adam_exp_avg"],
+                "exp_avg_sq": adam["adam_exp_avg_sq"],
+            }
+        }
+        self.optimizer.load_state_dict(saved)
 
     def freeze(self) -> None:
         """Fix the mask to the test mask, in training too, and stop training the logits.
@@ -178,7 +288,14 @@ class HeadGate(nn.Module):
 
     def resample(self) -> None:
         """Draw the training mask that every gated attention of this forward uses."""
-        self._train_mask = self.sample_mask() if self.training and not self.frozen else None
+        if not self.training or self.frozen:
+            self._train_mask = None
+            return
+        mask = self.sample_mask()
+        if self.anchor is not None:
+            # + 0.0 exactly: puts the trainer's anchor in the graph (see prepare_training).
+            mask = mask + self.anchor.sum().to(mask.dtype)
+        self._train_mask = mask
 
     def current_mask(self) -> Tensor:
         """Mask for the forward pass under way (float64, shape (H,))."""

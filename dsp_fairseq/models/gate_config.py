@@ -10,7 +10,6 @@ from typing import Dict, List, Optional, Tuple
 
 from ..gates import GATE_REGISTRY, HeadGate, build_budget
 from ..gates.schedules import GateSchedule, default_schedule_name, get_schedule
-from ..optim.gate_optimizer import tag_gate_parameter
 from .head_layout import AttentionSlot, heads_per_slot, parse_attention_types, parse_per_type
 
 
@@ -39,7 +38,8 @@ def build_gate(args, slots: List[AttentionSlot]) -> Tuple[HeadGate, List[Attenti
     gate = gate_cls(sum(sizes.values()), budget)
     gate.schedule = gate_schedule(args)
     gate_lr = getattr(args, "gate_lr", None)
-    tag_gate_parameter(gate.logits, gate.schedule.gate_lr if gate_lr is None else gate_lr)
+    # The constant rate the translation_dsp task's Adam trains the logits at.
+    gate.lr = gate.schedule.gate_lr if gate_lr is None else float(gate_lr)
     return gate, gated
 
 

@@ -17,7 +17,6 @@ from fairseq.models.transformer import (
 from ..gates import GATE_REGISTRY, HeadGate
 from ..gates.schedules import GATE_SCHEDULES, default_schedule_name
 from ..modules.gated_multihead_attention import GatedMultiheadAttention
-from ..optim.gate_optimizer import carry_gradient_scaled
 from .gate_config import build_gate, gate_schedule
 from .head_layout import ATTENTION_TYPES, AttentionSlot, attention_slots, parse_attention_types
 from .layers import DSPTransformerDecoder, DSPTransformerEncoder
@@ -101,7 +100,6 @@ class TransformerDSPModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         transformer_dsp(args)
-        _check_precision_options(args)
         model = super().build_model(args, task)
         model.args = args
         model.setup_heads(args)
@@ -146,11 +144,10 @@ class TransformerDSPModel(TransformerModel):
             start += slot.num_heads
         self.encoder.attach_gate(self.head_gate)
         self.decoder.attach_gate(self.head_gate)
-        # Keeps the gate's gradient out of --clip-norm's norm (see gate_optimizer).
-        carry_gradient_scaled(self.head_gate.logits)
         if args.train_gates_only:
-            for name, param in self.named_parameters():
-                param.requires_grad_(name.startswith("head_gate."))
+            # The gate's logits are not parameters (the translation_dsp task trains them).
+            for param in self.parameters():
+                param.requires_grad_(False)
         if args.freeze_gates:
             self.head_gate.freeze()
         logger.info(
@@ -181,20 +178,6 @@ class TransformerDSPModel(TransformerModel):
                 "checkpoint has no gate logits: initialising %d gates", self.head_gate.num_heads
             )
             state_dict[key] = self.head_gate.logits.detach().clone()
-
-
-def _check_precision_options(args) -> None:
-    flat_fp16 = (getattr(args, "fp16", False) or getattr(args, "bf16", False)) and not (
-        getattr(args, "fp16_no_flatten_grads", False)
-        or getattr(args, "memory_efficient_fp16", False)
-        or getattr(args, "memory_efficient_bf16", False)
-    )
-    if flat_fp16 and not getattr(args, "stripped_heads", None) and args.gate_type != "none":
-        raise ValueError(
-            "--fp16/--bf16 flatten all parameters into one buffer, which would train the gate "
-            "logits with the main learning-rate schedule; add --fp16-no-flatten-grads "
-            "(or use --amp / --memory-efficient-fp16)"
-        )
 
 
 def _dsp_defaults(args) -> None:

@@ -55,7 +55,7 @@ if [[ ! -f $SAVE/.done ]]; then
   mapfile -t SHAPE < "$SAVE/model.args"
   say "fine-tune $PRUNED with its kept heads fixed, $MAX_UPDATE updates -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
-  run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
+  run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     --lr-scheduler fixed --warmup-updates 20 --lr 3e-4 "${SHAPE[@]}" --finetune-from-model "$PRUNED" \
     --criterion label_smoothed_cross_entropy --max-update "$MAX_UPDATE" --save-dir "$SAVE" \
     --no-epoch-checkpoints --seed "$SEED" --log-format json "${USER_ARGS[@]}" "${EXTRA[@]}"

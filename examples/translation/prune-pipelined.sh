@@ -104,7 +104,7 @@ if [[ ! -f $SAVE/.done ]]; then
   fi
   say "pipelined pruning: $GATE gates, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates, one epoch on frozen $BASE -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
-  run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
+  run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     "${SCHEDULE_ARGS[@]}" "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \
     --gate-type "$GATE" --gate-schedule "$SCHEDULE" --heads-to-keep "$K" \
     --criterion dsp_label_smoothed_cross_entropy --l0-penalty "$L0" --max-epoch 1 --max-update 0 \

@@ -57,7 +57,7 @@ mkdir -p "$SAVE"
 if [[ ! -f $SAVE/.done ]]; then
   say "joint training, $GATE gates, K=$K ($PRESET preset, $MAX_UPDATE updates) -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
-  run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" "${PRESET_ARGS[@]}" \
+  run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     --gate-type "$GATE" --heads-to-keep "$K" \
     --criterion dsp_label_smoothed_cross_entropy "${ANNEAL_ARGS[@]}" --l0-penalty "$L0" \
     --max-update "$MAX_UPDATE" --save-dir "$SAVE" --keep-last-epochs 3 --seed "$SEED" \
