@@ -1,0 +1,203 @@
+"""Reconstruction of pruned checkpoints: data, models and the saved record.
+
+``reconstruct_checkpoint(pruned_state, base_state, data)`` builds the pruned
+(stripped) model and the unpruned base from their checkpoint states on the
+fairseq task of ``data``, refits the pruned model with
+:func:`~dsp_fairseq.pruning.reconstruct.reconstruct` on shuffled training
+batches, and returns a new stripped state that records what was done
+(``dsp_reconstruction``). It is an ordinary stripped checkpoint afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from itertools import islice
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from ..checkpoint_io import CheckpointError, model_args
+from ..models.stock import dsp_model_args
+from .reconstruct import ReconstructionReport, reconstruct
+from .strip import prunable_slots, strip_checkpoint
+
+#: best measured defaults (bench/RESULTS.md, "Reconstruction")
+DEFAULT_BATCHES = 20
+DEFAULT_RIDGE = 1e-3
+DEFAULT_TARGET = "residual"
+DEFAULT_MAX_TOKENS = 4096
+
+
+def task_config(state: dict, data: str):
+    """The checkpoint's task config with its data folder replaced by ``data``."""
+    from omegaconf import OmegaConf
+
+    cfg = state.get("cfg")
+    task = cfg.get("task") if isinstance(cfg, dict) else None
+    if task is None and state.get("args") is not None:
+        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+        task = convert_namespace_to_omegaconf(state["args"]).task
+    if task is None:
+        raise CheckpointError("checkpoint has no task configuration (cfg.task)")
+    if isinstance(task, argparse.Namespace):
+        task = vars(task)
+    task = OmegaConf.create(OmegaConf.to_container(task) if OmegaConf.is_config(task) else task)
+    task.data = data
+    return task
+
+
+def setup_task(state: dict, data: str, option: str = "--data"):
+    """The checkpoint's fairseq task on the binarized data folder ``data``."""
+    from fairseq import tasks
+
+    if not os.path.isdir(data):
+        raise CheckpointError(
+            f"{option} {data}: no such folder; give the fairseq binaries folder "
+            "(fairseq-preprocess output: dict.*.txt, train.*.bin/.idx)"
+        )
+    if os.path.isdir(os.path.join(data, "bin")) and not any(
+        f.startswith("dict.") for f in os.listdir(data)
+    ):
+        data = os.path.join(data, "bin")  # a prepared corpus folder (prepare-multi30k.sh)
+    try:
+        return tasks.setup_task(task_config(state, data)), data
+    except Exception as err:  # fairseq raises bare Exceptions for unusable data folders
+        raise CheckpointError(
+            f"{option} {data}: not a fairseq binaries folder for this checkpoint's task "
+            f"(dict.*.txt, train.*.bin/.idx): {err}"
+        ) from err
+
+
+def model_from_state(state: dict, task, what: str, data: str) -> torch.nn.Module:
+    """``state``'s model built as ``transformer_dsp`` on ``task``'s dictionaries (strict)."""
+    args = dsp_model_args(model_args(state))
+    model = task.build_model(args)
+    try:
+        model.load_state_dict(state["model"], strict=True, model_cfg=args)
+    except RuntimeError as err:
+        raise CheckpointError(
+            f"{what}: the weights do not fit the model built from its config and the "
+            f"dictionaries in {data} (the data folder it was trained on?): "
+            f"{str(err).splitlines()[0]} ..."
+        ) from err
+    return model
+
+
+def calibration_batches(
+    task,
+    model,
+    num_batches: int,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    seed: int = 1,
+    subset: str = "train",
+) -> Callable[[], List[dict]]:
+    """A function returning the same ``num_batches`` shuffled batches of ``subset`` each call.
+
+    Shuffled (fairseq's own iterator, ``seed``) so that the batches are a sample
+    of all sentence lengths, not the shortest ones; read once and kept, since
+    they are used once per refit layer (N batches of ~``max_tokens`` tokens).
+    """
+    from fairseq import utils
+
+    try:
+        task.load_dataset(subset, combine=False, epoch=1)
+    except FileNotFoundError as err:
+        raise CheckpointError(f"--data: no {subset} split: {err}") from err
+    dataset = task.dataset(subset)
+    max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+    itr = task.get_batch_iterator(
+        dataset=dataset,
+        max_tokens=max_tokens,
+        max_positions=max_positions,
+        ignore_invalid_inputs=True,
+        seed=seed,
+        num_workers=0,
+        disable_iterator_cache=True,
+    ).next_epoch_itr(shuffle=True)
+    samples = [s for s in islice(itr, num_batches) if s]
+    if not samples:
+        raise CheckpointError(f"--data: the {subset} split has no usable batch")
+    return lambda: samples
+
+
+def all_heads(state: dict) -> Dict[str, List[int]]:
+    return {s.prefix: list(range(s.num_heads)) for s in prunable_slots(state)}
+
+
+def reconstruct_checkpoint(
+    pruned_state: dict,
+    base_state: dict,
+    data: str,
+    num_batches: int = DEFAULT_BATCHES,
+    ridge: float = DEFAULT_RIDGE,
+    target: str = DEFAULT_TARGET,
+    refit_ffn: bool = False,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    seed: int = 1,
+    progress: Optional[Callable[[str], None]] = None,
+) -> Tuple[dict, ReconstructionReport]:
+    """A copy of the stripped ``pruned_state`` refit against the unpruned ``base_state``.
+
+    ``base_state`` may be a stock ``transformer`` or a ``transformer_dsp`` checkpoint
+    (a gated one counts with all its heads).
+    """
+
+    if num_batches < 1:
+        raise CheckpointError(f"--calibration-batches {num_batches} must be >= 1")
+    if not getattr(model_args(pruned_state), "stripped_heads", None):
+        raise CheckpointError(
+            "the pruned checkpoint is not stripped (no --stripped-heads in its config): "
+            "reconstruction refits a pruned model; strip it with dsp-strip (a head set: the "
+            "gate's test mask, --importance or --random) and --reconstruct"
+        )
+    teacher_state, _ = strip_checkpoint(base_state, kept=all_heads(base_state))
+    task, data = setup_task(pruned_state, data)
+    student = model_from_state(pruned_state, task, "the pruned checkpoint", data)
+    teacher = model_from_state(teacher_state, task, "the unpruned checkpoint", data)
+    _check_same_model(student, teacher)
+    start = time.time()
+    batches = calibration_batches(task, student, num_batches, max_tokens, seed)
+    report = reconstruct(
+        student,
+        teacher,
+        batches,
+        ridge=ridge,
+        target=target,
+        refit_ffn=refit_ffn,
+        progress=progress,
+    )
+    new_state = dict(pruned_state)
+    new_model = dict(pruned_state["model"])
+    live = student.state_dict()
+    for rec in report.slots:
+        stem = rec.prefix if rec.prefix.endswith(".fc2") else rec.prefix + ".out_proj"
+        for t in ("weight", "bias"):
+            new_model[f"{stem}.{t}"] = live[f"{stem}.{t}"].detach().clone()
+    new_state["model"] = new_model
+    record = report.as_dict()
+    record.update(
+        data=os.path.abspath(data),
+        seed=seed,
+        max_tokens=max_tokens,
+        refit_ffn=refit_ffn,
+        seconds=round(time.time() - start, 1),
+    )
+    new_state["dsp_reconstruction"] = record
+    return new_state, report
+
+
+def _check_same_model(student, teacher) -> None:
+    """The pruned model must be the base with heads removed: same dictionaries and sizes."""
+    s = {k: v.shape for k, v in student.state_dict().items()}
+    t = {k: v.shape for k, v in teacher.state_dict().items()}
+    attn = (".q_proj.", ".k_proj.", ".v_proj.", ".out_proj.")
+    diff = [k for k in s if not any(a in k for a in attn) and (k not in t or t[k] != s[k])]
+    if diff:
+        raise CheckpointError(
+            f"the pruned checkpoint is not a pruned copy of the base: {diff[0]} has shape "
+            f"{tuple(s[diff[0]])} there and {tuple(t[diff[0]]) if diff[0] in t else 'none'} "
+            "in the base (other dictionaries or model sizes?)"
+        )

@@ -1,0 +1,312 @@
+"""Layer-wise reconstruction of a pruned model: refit what the removed heads broke.
+
+After heads are removed, each pruned attention's output projection (the kept
+heads' columns and the bias) is refit by ridge least squares so that the pruned
+sublayer reproduces the unpruned model's output on calibration batches (teacher
+forcing, ``eval()``), attention by attention in forward order (the encoder, then
+the decoder's self- and cross-attention layer by layer), each fed by the already
+reconstructed layers below (Kwon et al. 2022, "A Fast Post-Training Pruning
+Framework for Transformers"; SparseGPT-style one class per layer that
+accumulates a Gram matrix and solves once).
+
+The target of attention ``a`` on a token is, by default, the unpruned model's
+*residual stream* after the sublayer: ``teacher_out + teacher_residual -
+student_residual``, so the refit also corrects the drift the layers below left
+in the residual (``target="residual"``); ``target="output"`` fits the unpruned
+sublayer output alone. An attention left with no head is fit with only its bias:
+the mean of the target. Memory does not depend on the number of batches: only
+the Gram matrix ``[X 1]^T [X 1]`` and ``[X 1]^T Y`` are kept, in float64.
+
+``refit_ffn=True`` additionally refits the same block's FFN output layer
+(``fc2``) against the unpruned block output (a richer variant, measured in
+bench/RESULTS.md).
+
+Pure computation on two models and batches; reading checkpoints and data is the
+CLI's job (``dsp-strip --reconstruct``, ``dsp-reconstruct``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+TARGETS = ("residual", "output")
+GRAM_DTYPE = torch.float64
+
+
+class LinearRefit:
+    """Least-squares refit of one linear layer ``y = W x + b`` from streamed batches.
+
+    ``add_batch`` accumulates ``[X 1]^T [X 1]`` and ``[X 1]^T Y`` (float64) over
+    the rows selected by a mask; ``solve`` returns the ridge solution. The ridge
+    is relative: ``ridge * mean(diag(X^T X))`` is added to the weight part of the
+    Gram diagonal (the bias is not shrunk), so it means the same for every layer.
+    """
+
+    def __init__(self, in_features: int, out_features: int, device=None):
+        n = in_features + 1
+        self.in_features = in_features
+        self.gram = torch.zeros(n, n, dtype=GRAM_DTYPE, device=device)
+        self.cross = torch.zeros(n, out_features, dtype=GRAM_DTYPE, device=device)
+        self.target_sq = 0.0  # sum of |y|^2, for the relative error
+        self.rows = 0
+
+    def add_batch(self, x: Tensor, y: Tensor, keep: Optional[Tensor] = None) -> None:
+        """``x``: (..., in), ``y``: (..., out); ``keep``: bool (...), rows to use."""
+        rows = y.numel() // y.size(-1)  # (x may have no columns: an attention with no head)
+        x = x.reshape(rows, x.size(-1)).to(GRAM_DTYPE)
+        y = y.reshape(rows, y.size(-1)).to(GRAM_DTYPE)
+        if keep is not None:
+            keep = keep.reshape(-1)
+            x, y = x[keep], y[keep]
+        ones = torch.ones(x.size(0), 1, dtype=GRAM_DTYPE, device=x.device)
+        xa = torch.cat([x, ones], dim=1)
+        self.gram += xa.T @ xa
+        self.cross += xa.T @ y
+        self.target_sq += float((y * y).sum())
+        self.rows += x.size(0)
+
+    def solve(self, ridge: float) -> Tuple[Tensor, Tensor]:
+        """``(weight (out, in), bias (out,))`` in float64."""
+        if self.rows == 0:
+            raise ValueError("no calibration rows were accumulated: nothing to refit from")
+        n = self.in_features
+        gram = self.gram.clone()
+        if n and ridge > 0:
+            diag = torch.diagonal(gram)[:n]
+            diag += ridge * float(diag.mean().clamp_min(1e-12))
+        try:
+            sol = torch.linalg.solve(gram, self.cross)
+        except RuntimeError:  # singular (ridge 0 with dependent features)
+            sol = torch.linalg.pinv(gram) @ self.cross
+        return sol[:n].T.contiguous(), sol[n].contiguous()
+
+    def residual_error(self, weight: Tensor, bias: Tensor) -> float:
+        """Relative squared error ``|XW^T + b - Y|^2 / |Y|^2`` of a solution, from the sums."""
+        sol = torch.cat([weight.T.to(GRAM_DTYPE), bias.view(1, -1).to(GRAM_DTYPE)], dim=0)
+        # |Y|^2 - 2 tr(S^T X^T Y) + tr(S^T X^T X S)
+        err = self.target_sq - 2 * float((sol * self.cross).sum())
+        err += float((sol * (self.gram @ sol)).sum())
+        return max(err, 0.0) / max(self.target_sq, 1e-30)
+
+
+@dataclass
+class SlotRecord:
+    """What the refit did to one attention (or FFN output layer)."""
+
+    prefix: str
+    heads: int
+    rows: int
+    error_before: float  # relative squared error of the pruned weights, same target
+    error_after: float
+
+
+@dataclass
+class ReconstructionReport:
+    target: str
+    ridge: float
+    batches: int
+    tokens: Dict[str, int] = field(default_factory=dict)  # encoder / decoder positions
+    slots: List[SlotRecord] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "target": self.target,
+            "ridge": self.ridge,
+            "calibration_batches": self.batches,
+            "calibration_tokens": dict(self.tokens),
+            "layers": [vars(s) for s in self.slots],
+        }
+
+    def table(self) -> str:
+        rows = [f"{'refit layer':<34} {'heads':>5} {'error before':>13} {'after':>9}"]
+        for s in self.slots:
+            rows.append(
+                f"{s.prefix:<34} {s.heads:>5} {s.error_before:>13.4f} {s.error_after:>9.4f}"
+            )
+        rows.append(
+            f"reconstruction: target {self.target}, ridge {self.ridge:g}, {self.batches} "
+            f"batches ({self.tokens.get('encoder', 0):,} source / "
+            f"{self.tokens.get('decoder', 0):,} target tokens)"
+        )
+        return "\n".join(rows)
+
+
+class _Stop(Exception):
+    """Raised by a capture hook once what it needs is captured: skips the rest of the forward."""
+
+
+def _parent(model: nn.Module, prefix: str) -> nn.Module:
+    return model.get_submodule(prefix.rsplit(".", 1)[0])
+
+
+def forward_order(model: nn.Module) -> List[str]:
+    """Attention prefixes of a ``transformer_dsp`` model in the order a forward pass runs them."""
+    prefixes = [slot.prefix for slot, _ in model.attention_modules()]
+
+    def key(prefix: str):
+        parts = prefix.split(".")  # encoder|decoder . layers . i . self_attn|encoder_attn
+        return (parts[0] != "encoder", int(parts[2]), parts[3] != "self_attn")
+
+    return sorted(prefixes, key=key)
+
+
+def _residual_module(layer: nn.Module, attn_name: str) -> Tuple[nn.Module, bool]:
+    """The module whose input is the sublayer's residual, and whether it is the attention."""
+    if getattr(layer, "normalize_before", False):
+        ln = "self_attn_layer_norm" if attn_name == "self_attn" else "encoder_attn_layer_norm"
+        return getattr(layer, ln), False
+    return getattr(layer, attn_name), True
+
+
+def _check_supported(layer: nn.Module, prefix: str) -> None:
+    for name in ("attn_ln", "c_attn", "ffn_layernorm", "w_resid"):
+        if getattr(layer, name, None) is not None:
+            raise ValueError(
+                f"{prefix}: layer option {name} (NormFormer / scaled residuals) changes the "
+                "sublayer output after the attention; reconstruction supports fairseq's "
+                "plain pre-norm and post-norm layers only"
+            )
+
+
+def _capture(model: nn.Module, prefix: str, sample: dict, ffn: bool) -> Dict[str, Tensor]:
+    """Run ``model`` on ``sample`` until attention ``prefix`` (or its FFN) has run.
+
+    Returns ``head_out`` (input of out_proj), ``out`` (its output) and
+    ``residual``; with ``ffn``, instead ``fc2_in``, ``fc2_out`` and the FFN's
+    ``residual``.
+    """
+    layer = _parent(model, prefix)
+    attn_name = prefix.rsplit(".", 1)[1]
+    got: Dict[str, Tensor] = {}
+    handles = []
+
+    def keep_residual(_m, args, kwargs):
+        got["residual"] = kwargs["query"] if "query" in kwargs else args[0]
+
+    if ffn:
+        # residual of the FFN = the input of final_layer_norm in pre-norm, else the
+        # input of fc1 (post-norm: the output of the previous LayerNorm)
+        res_mod = layer.final_layer_norm if layer.normalize_before else layer.fc1
+        handles.append(
+            res_mod.register_forward_pre_hook(lambda _m, a: got.__setitem__("residual", a[0]))
+        )
+
+        def fc2_hook(_m, inputs, output):
+            got["fc2_in"], got["fc2_out"] = inputs[0], output
+            raise _Stop
+
+        handles.append(layer.fc2.register_forward_hook(fc2_hook))
+    else:
+        res_mod, is_attn = _residual_module(layer, attn_name)
+        if is_attn:
+            handles.append(res_mod.register_forward_pre_hook(keep_residual, with_kwargs=True))
+        else:
+            handles.append(
+                res_mod.register_forward_pre_hook(lambda _m, a: got.__setitem__("residual", a[0]))
+            )
+
+        def out_hook(_m, inputs, output):
+            got["head_out"], got["out"] = inputs[0], output
+            raise _Stop
+
+        handles.append(getattr(layer, attn_name).out_proj.register_forward_hook(out_hook))
+    try:
+        model(**sample["net_input"])
+    except _Stop:
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+    if not got or "residual" not in got:
+        raise RuntimeError(f"{prefix}: the forward pass never reached this layer")
+    return got
+
+
+def _positions(sample: dict, prefix: str, pad: int) -> Tensor:
+    """(time, batch) mask of real (non-pad) positions for a layer's stream."""
+    net = sample["net_input"]
+    tokens = net["src_tokens"] if prefix.startswith("encoder") else net["prev_output_tokens"]
+    return tokens.ne(pad).T
+
+
+@torch.no_grad()
+def reconstruct(
+    student: nn.Module,
+    teacher: nn.Module,
+    batches: Callable[[], Iterable[dict]],
+    ridge: float = 1e-3,
+    target: str = "residual",
+    refit_ffn: bool = False,
+    progress: Optional[Callable[[str], None]] = None,
+) -> ReconstructionReport:
+    """Refit ``student``'s attention output projections in place to match ``teacher``.
+
+    ``student`` is the pruned ``transformer_dsp`` model (stripped, no gate),
+    ``teacher`` the unpruned one with the same dictionaries and non-attention
+    shapes; ``batches()`` returns a fresh iterable of the same calibration
+    batches each call. Both models are used in ``eval()`` and left in it.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"reconstruction target {target!r}: choose one of {', '.join(TARGETS)}")
+    if ridge < 0:
+        raise ValueError(f"--ridge {ridge} must be >= 0")
+    student.eval()
+    teacher.eval()
+    pad = student.decoder.dictionary.pad()
+    order = forward_order(student)
+    teacher_prefixes = set(forward_order(teacher))
+    missing = [p for p in order if p not in teacher_prefixes]
+    if missing:
+        raise ValueError(f"the unpruned model has no attention {missing[0]}")
+    report = ReconstructionReport(target=target, ridge=ridge, batches=0)
+    jobs: List[Tuple[str, bool]] = []
+    for prefix in order:
+        _check_supported(_parent(student, prefix), prefix)
+        jobs.append((prefix, False))
+        if refit_ffn:
+            jobs.append((prefix, True))
+    for i, (prefix, ffn) in enumerate(jobs):
+        layer = _parent(student, prefix)
+        lin = layer.fc2 if ffn else getattr(layer, prefix.rsplit(".", 1)[1]).out_proj
+        fit = LinearRefit(lin.in_features, lin.out_features)
+        n_batches = 0
+        for sample in batches():
+            s = _capture(student, prefix, sample, ffn)
+            t = _capture(teacher, prefix, sample, ffn)
+            x, s_out = (s["fc2_in"], s["fc2_out"]) if ffn else (s["head_out"], s["out"])
+            t_out = t["fc2_out"] if ffn else t["out"]
+            y = t_out.double()
+            if target == "residual":
+                y = y + t["residual"].double() - s["residual"].double()
+            fit.add_batch(x, y, _positions(sample, prefix, pad))
+            n_batches += 1
+            if i == 0:
+                tokens = report.tokens
+                tokens["encoder"] = tokens.get("encoder", 0) + int(
+                    _positions(sample, "encoder", pad).sum()
+                )
+                tokens["decoder"] = tokens.get("decoder", 0) + int(
+                    _positions(sample, "decoder", pad).sum()
+                )
+        report.batches = n_batches
+        weight, bias = fit.solve(ridge)
+        old_b = lin.bias if lin.bias is not None else torch.zeros(lin.out_features)
+        before = fit.residual_error(lin.weight.detach().double(), old_b.detach().double())
+        lin.weight.copy_(weight.to(lin.weight.dtype))
+        if lin.bias is None:
+            raise ValueError(f"{prefix}: the output projection has no bias to refit")
+        lin.bias.copy_(bias.to(lin.bias.dtype))
+        after = fit.residual_error(weight, bias)
+        name = prefix.rsplit(".", 1)[0] + ".fc2" if ffn else prefix
+        heads = -1 if ffn else getattr(layer, prefix.rsplit(".", 1)[1]).num_heads
+        report.slots.append(SlotRecord(name, heads, fit.rows, before, after))
+        if progress is not None:
+            progress(
+                f"[{i + 1}/{len(jobs)}] {name}: {'' if ffn else f'{heads} heads, '}"
+                f"relative error {before:.4f} -> {after:.4f} ({fit.rows:,} positions)"
+            )
+    return report

@@ -1,0 +1,220 @@
+"""Layer-wise reconstruction (dsp_fairseq/pruning/reconstruct.py, dsp-reconstruct)."""
+
+import copy
+import gc
+
+import pytest
+import torch
+from robustness_helpers import checkpoint_state, run
+from train_helpers import batch, fairseq_cfg, tiny_task
+
+from dsp_fairseq.checkpoint_io import CheckpointError, model_args
+from dsp_fairseq.pruning.calibrate import (
+    DEFAULT_BATCHES,
+    DEFAULT_RIDGE,
+    DEFAULT_TARGET,
+    all_heads,
+    reconstruct_checkpoint,
+)
+from dsp_fairseq.pruning.reconstruct import LinearRefit, forward_order, reconstruct
+from dsp_fairseq.pruning.strip import strip_checkpoint
+
+# -- LinearRefit: the least-squares core ---------------------------------------------
+
+
+def test_refit_recovers_a_linear_map_exactly_and_streams():
+    gen = torch.Generator().manual_seed(0)
+    w, b = torch.randn(5, 7, generator=gen), torch.randn(5, generator=gen)
+    xs = [torch.randn(30, 7, generator=gen) for _ in range(4)]
+    one, streamed = LinearRefit(7, 5), LinearRefit(7, 5)
+    one.add_batch(torch.cat(xs), torch.cat(xs) @ w.T + b)
+    for x in xs:
+        streamed.add_batch(x, x @ w.T + b)
+    for fit in (one, streamed):
+        sol_w, sol_b = fit.solve(ridge=0.0)
+        torch.testing.assert_close(sol_w.float(), w, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(sol_b.float(), b, atol=1e-5, rtol=1e-5)
+        assert fit.residual_error(sol_w, sol_b) < 1e-10
+    torch.testing.assert_close(one.gram, streamed.gram)
+    # the mask drops rows: garbage rows masked out change nothing
+    masked = LinearRefit(7, 5)
+    x = torch.cat([xs[0], 100 * torch.randn(3, 7, generator=gen)])
+    y = torch.cat([xs[0] @ w.T + b, torch.randn(3, 5, generator=gen)])
+    masked.add_batch(x, y, torch.tensor([True] * 30 + [False] * 3))
+    torch.testing.assert_close(masked.solve(0.0)[0].float(), w, atol=1e-4, rtol=1e-4)
+
+
+def test_refit_state_does_not_grow_with_batches():
+    fit = LinearRefit(6, 4)
+    size = lambda: sum(t.numel() for t in (fit.gram, fit.cross))  # noqa: E731
+    before = size()
+    for _ in range(50):
+        fit.add_batch(torch.randn(64, 6), torch.randn(64, 4))
+    assert size() == before == 7 * 7 + 7 * 4 and fit.rows == 50 * 64
+
+
+def test_no_heads_gives_the_mean_as_bias_and_ridge_shrinks():
+    fit = LinearRefit(0, 3)
+    y = torch.randn(40, 3)
+    fit.add_batch(torch.zeros(40, 0), y)
+    w, b = fit.solve(ridge=0.5)
+    assert w.shape == (3, 0)
+    torch.testing.assert_close(b.float(), y.mean(0), atol=1e-6, rtol=1e-6)
+    fit = LinearRefit(4, 2)
+    x = torch.randn(50, 4)
+    fit.add_batch(x, x[:, :2] * 3)
+    assert fit.solve(10.0)[0].norm() < fit.solve(0.0)[0].norm()
+    with pytest.raises(ValueError, match="no calibration rows"):
+        LinearRefit(2, 2).solve(0.0)
+
+
+# -- reconstruct() on real fairseq models with a known structure ------------------------
+
+
+def _model_and_state(task):
+    cfg = fairseq_cfg()
+    model = task.build_model(cfg.model)
+    model.eval()
+    args = copy.copy(cfg.model)
+    return model, checkpoint_state(model, args)
+
+
+def _model(task, state):
+    args = model_args(state)
+    model = task.build_model(args)
+    model.load_state_dict(state["model"], strict=True, model_cfg=args)
+    return model.eval()
+
+
+def _outputs(model, samples):
+    with torch.no_grad():
+        return [model(**s["net_input"])[0] for s in samples]
+
+
+@pytest.mark.parametrize("target", ["output", "residual"])
+def test_duplicate_head_is_reconstructed_exactly(target):
+    """Head 1 of every attention copies head 0: removing it, the refit doubles head 0's
+    output columns, which gives the unpruned model's output again, to float tolerance."""
+    torch.manual_seed(0)
+    task = tiny_task()
+    teacher, state = _model_and_state(task)
+    sd = state["model"]
+    d = 4  # head dim: 16 / 4 heads
+    for slot, _ in teacher.attention_modules():
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            sd[f"{slot.prefix}.{proj}.weight"][d : 2 * d] = sd[f"{slot.prefix}.{proj}.weight"][:d]
+            sd[f"{slot.prefix}.{proj}.bias"][d : 2 * d] = sd[f"{slot.prefix}.{proj}.bias"][:d]
+    teacher.load_state_dict(sd)
+    kept = {p: [h for h in heads if h != 1] for p, heads in all_heads(state).items()}
+    pruned_state, _ = strip_checkpoint(state, kept=kept)
+    student = _model(task, pruned_state)
+    samples = [batch(task, n=6, seed=s) for s in range(3)]
+    want = _outputs(teacher, samples)
+    assert max((a - b).abs().max() for a, b in zip(_outputs(student, samples), want)) > 1e-3
+    report = reconstruct(student, teacher, lambda: samples, ridge=0.0, target=target)
+    got = _outputs(student, samples)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=2e-4, rtol=1e-4)
+    assert [r.prefix for r in report.slots] == forward_order(student)
+    assert all(r.error_after < 1e-8 < r.error_before for r in report.slots)
+
+
+def test_forward_order_is_the_forward_pass():
+    task = tiny_task()
+    cfg = fairseq_cfg("--encoder-layers", "2", "--decoder-layers", "2")
+    model = task.build_model(cfg.model)
+    assert forward_order(model) == [
+        "encoder.layers.0.self_attn", "encoder.layers.1.self_attn",
+        "decoder.layers.0.self_attn", "decoder.layers.0.encoder_attn",
+        "decoder.layers.1.self_attn", "decoder.layers.1.encoder_attn",
+    ]  # fmt: skip
+
+
+def _live_tensor_bytes() -> int:
+    gc.collect()
+    return sum(o.nelement() * o.element_size() for o in gc.get_objects() if torch.is_tensor(o))
+
+
+def test_calibration_memory_does_not_grow_with_batches():
+    """Peak live tensor memory during the refit is the same for 3 and for 12 batches
+    (besides the batches themselves, which a generator hands out one at a time)."""
+    torch.manual_seed(0)
+    task = tiny_task()
+    teacher, state = _model_and_state(task)
+    kept = {p: heads[:2] for p, heads in all_heads(state).items()}
+    pruned_state, _ = strip_checkpoint(state, kept=kept)
+
+    def peak(n):
+        student = _model(task, pruned_state)
+        seen = []
+
+        def batches():
+            for s in range(n):
+                seen.append(_live_tensor_bytes())
+                yield batch(task, n=16, max_len=12, seed=s)
+
+        reconstruct(student, teacher, batches, ridge=1e-3)
+        return max(seen[1:])
+
+    small, large = peak(3), peak(12)
+    assert large <= small * 1.02 + 4096
+
+
+def test_refit_lowers_the_loss_of_a_pruned_model():
+    torch.manual_seed(0)
+    task = tiny_task()
+    teacher, state = _model_and_state(task)
+    kept = {p: heads[:1] for p, heads in all_heads(state).items()}
+    pruned_state, _ = strip_checkpoint(state, kept=kept)
+    student = _model(task, pruned_state)
+    calib = [batch(task, n=16, seed=s) for s in range(6)]
+    held_out = [batch(task, n=16, seed=100 + s) for s in range(3)]
+
+    def gap():  # distance to the unpruned model on batches not used for the fit
+        return sum(
+            float((a - b).pow(2).mean())
+            for a, b in zip(_outputs(student, held_out), _outputs(teacher, held_out))
+        )
+
+    before = gap()
+    reconstruct(student, teacher, lambda: calib)
+    assert gap() < 0.8 * before
+
+
+def test_bad_options_are_refused():
+    task = tiny_task()
+    teacher, _ = _model_and_state(task)
+    with pytest.raises(ValueError, match="target"):
+        reconstruct(teacher, teacher, lambda: [], target="logits")
+    with pytest.raises(ValueError, match="ridge"):
+        reconstruct(teacher, teacher, lambda: [], ridge=-1)
+
+
+# -- checkpoints and the command line ------------------------------------------------------
+
+
+def test_cli_defaults_are_the_library_defaults():
+    from dsp_fairseq.cli import reconstruct as cli
+
+    assert (cli.DEFAULT_BATCHES, cli.DEFAULT_RIDGE, cli.DEFAULT_TARGET) == (
+        DEFAULT_BATCHES,
+        DEFAULT_RIDGE,
+        DEFAULT_TARGET,
+    )
+
+
+def test_unstripped_checkpoint_is_refused(tmp_path):
+    task = tiny_task()
+    _, state = _model_and_state(task)
+    with pytest.raises(CheckpointError, match="not stripped"):
+        reconstruct_checkpoint(state, state, str(tmp_path))
+
+
+def test_strip_reconstruct_needs_data(tmp_path):
+    proc = run("dsp-strip", "--input", tmp_path / "x.pt", "--output", tmp_path / "y.pt",
+               "--reconstruct", check=False)  # fmt: skip
+    assert proc.returncode == 2 and "--reconstruct needs --data" in proc.stderr
+    proc = run("dsp-reconstruct", "--pruned", tmp_path / "x.pt", "--base", tmp_path / "b.pt",
+               "--data", tmp_path, "--output", tmp_path / "y.pt", "--ridge", "-1", check=False)  # fmt: skip
+    assert proc.returncode == 2 and "--ridge" in proc.stderr
+    assert not (tmp_path / "y.pt").exists()
