@@ -30,7 +30,7 @@ def register() -> None:
 
     allow_fairseq_checkpoint_types()
     from . import criterions, gates, models, tasks  # noqa: F401  (registration)
-    from .criterions import dsp_label_smoothed_cross_entropy  # noqa: F401
+    from .criterions import distillation, dsp_label_smoothed_cross_entropy  # noqa: F401
     from .models import transformer_dsp  # noqa: F401
     from .tasks import translation_dsp  # noqa: F401
 

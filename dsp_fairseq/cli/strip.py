@@ -27,6 +27,8 @@ import argparse
 import os
 import sys
 
+from .reconstruct import add_reconstruction_options, run_reconstruction
+
 # torch and fairseq are imported in main(), after the arguments are parsed: --help and
 # a mistyped option answer at once instead of after ~3 s of imports.
 
@@ -63,6 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="replace an existing --output (refused without it)"
     )
     parser.add_argument("--quiet", action="store_true", help="do not print the table")
+    parser.add_argument(
+        "--reconstruct",
+        action="store_true",
+        help="refit the kept heads' output projections so that each pruned attention "
+        "reproduces the unpruned model on training batches (needs --data; dsp-reconstruct)",
+    )
+    parser.add_argument(
+        "--data",
+        metavar="DIR",
+        help="with --reconstruct: the fairseq binaries folder the model was trained on",
+    )
+    add_reconstruction_options(parser)
     return parser
 
 
@@ -80,6 +94,13 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         )
     if args.seed is not None and not args.random:
         parser.error("--seed is only used with --random")
+    if args.reconstruct and not args.data:
+        parser.error(
+            "--reconstruct needs --data DIR: the fairseq binaries folder the model was trained "
+            "on (its train split is the calibration data)"
+        )
+    if args.data and not args.reconstruct:
+        parser.error("--data is only used with --reconstruct")
 
 
 def chosen_heads(args: argparse.Namespace, state: dict):
@@ -148,12 +169,17 @@ def main(argv=None) -> int:
             raise CheckpointError(
                 f"--output {args.output} exists; pass --force to replace it or choose another path"
             )
+        rec_report = None
+        if args.reconstruct:
+            new_state, rec_report = run_reconstruction(args, new_state, state, "dsp-strip")
         save_checkpoint_atomic(new_state, args.output, mode_like=args.input)
     except CheckpointError as err:
         print(f"dsp-strip: error: {err}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(report.table())
+        if rec_report is not None:
+            print(rec_report.table())
         print(f"wrote {args.output}")
     return 0
 
