@@ -618,34 +618,57 @@ def goal_lines(result) -> list:
     return out
 
 
-def plot(result, path) -> None:
-    """BLEU against sentences/s (beam 5, batch 64, free decoding), one panel per thread count."""
-    import matplotlib
+CT2_TITLE = "Converged 72-head Transformer, Multi30k De-En test: sacreBLEU against decoding speed"
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def plot(result, path) -> None:
+    """BLEU against sentences/s (beam 5, batch 64, free decoding), one panel per thread count.
+
+    Colour: the model (which heads, which layout); marker: engine and precision. Both are
+    explained in legends beside the panels (the points carried only unexplained colours).
+    """
+    from dsp_fairseq.plots.common import SERIES_COLORS, plt
 
     threads = sorted({r["threads"] for r in result["rows"]})
-    fig, axes = plt.subplots(1, len(threads), figsize=(6.5 * len(threads), 4.5), squeeze=False)
+    shown = [r for r in result["rows"] if r["batch"] == 64 and r["fixed_steps"] == 0]
+    models = [m["name"] for m in result["models"] if any(r["model"] == m["name"] for r in shown)]
+    colour = {name: SERIES_COLORS[i % len(SERIES_COLORS)] for i, name in enumerate(models)}
+    kinds = {("fairseq", "float32"): ("s", "fairseq, float32"),
+             ("ct2", "float32"): ("o", "CTranslate2, float32"),
+             ("ct2", "int8"): ("^", "CTranslate2, int8")}  # fmt: skip
+    fig, axes = plt.subplots(
+        1, len(threads), figsize=(5.2 * len(threads) + 2.6, 4.4), squeeze=False,
+        sharey=True, layout="constrained",
+    )  # fmt: skip
     for ax, t in zip(axes[0], threads):
-        for r in result["rows"]:
-            if (r["batch"], r["threads"], r["fixed_steps"]) != (64, t, 0):
+        for r in shown:
+            if r["threads"] != t:
                 continue
             key = "/".join((r["engine"], r["model"], r["precision"]))
-            marker = {"fairseq": "s", "ct2": "o" if r["precision"] == "float32" else "^"}[
-                r["engine"]
-            ]
-            ax.scatter(r["sentences_per_s"], result["quality"][key]["bleu"], marker=marker)
-            engine = "fairseq" if r["engine"] == "fairseq" else "ct2"
-            precision = r["precision"] if r["engine"] == "ct2" else ""
-            ax.annotate(f"{engine} {LABEL.get(r['model'], r['model'])} {precision}",
-                        (r["sentences_per_s"], result["quality"][key]["bleu"]), fontsize=6)  # fmt: skip
+            marker, _ = kinds.get((r["engine"], r["precision"]), ("x", ""))
+            ax.plot(r["sentences_per_s"], result["quality"][key]["bleu"], marker=marker,
+                    linestyle="none", markersize=8, color=colour[r["model"]],
+                    markeredgecolor="black", markeredgewidth=0.4)  # fmt: skip
         ax.set_xlabel(f"sentences/s (beam 5, batch 64, {t} thread{'s' if t > 1 else ''})")
-        ax.set_ylabel("sacreBLEU (test)")
         ax.grid(alpha=0.3)
-    fig.suptitle("BLEU vs speed: engine x layout x precision")
-    fig.tight_layout()
+    axes[0][0].set_ylabel("sacreBLEU (test_2016)")
+    model_handles = [
+        plt.Line2D([], [], color=colour[n], marker="o", linestyle="none", label=LABEL.get(n, n))
+        for n in models
+    ]
+    used = {(r["engine"], r["precision"]) for r in shown}
+    kind_handles = [
+        plt.Line2D([], [], color="dimgray", marker=m, linestyle="none", label=label)
+        for k, (m, label) in kinds.items()
+        if k in used
+    ]
+    fig.legend(handles=model_handles, loc="outside right upper", fontsize=8,
+               title="model (heads, layout)", title_fontsize=8)  # fmt: skip
+    fig.legend(handles=kind_handles, loc="outside right lower", fontsize=8,
+               title="engine, precision", title_fontsize=8)  # fmt: skip
+    fig.suptitle(f"{CT2_TITLE} ({result['machine'].split(';')[0]} CPU)", fontsize=10)
     fig.savefig(path, dpi=130)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ def test_plot_gates_cli(ckpts, tmp_path, capsys):
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     assert plot_gates.main(["--log", str(empty), "--output", str(tmp_path / "e")]) == 2
-    assert "nothing to plot" in capsys.readouterr().err
+    assert "--log-format json" in capsys.readouterr().err  # refused, not drawn empty
     assert (
         plot_gates.main(
             ["--checkpoints", str(ckpts / "pruned.pt"), "--output", str(tmp_path / "e")]

@@ -26,6 +26,23 @@ TYPE_TITLES = {
 }
 FORMATS = ("png", "svg")
 
+# One colour per series, distinct for up to 14 series (a sweep has 12 methods and more):
+# matplotlib's tab10, then four that differ from all of them in hue or lightness. The
+# default colour cycle repeats after 10, which drew "dsp" and "random" in the same blue.
+SERIES_COLORS = (
+    "tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
+    "tab:gray", "tab:olive", "tab:cyan", "#000075", "#800000", "#808000", "#f032e6",
+)  # fmt: skip
+SERIES_MARKERS = "osD^vP*Xh<>pd8"
+
+
+def series_style(i: int) -> dict:
+    """Colour and marker of series ``i``: distinct for the first 14 (then they repeat)."""
+    return {
+        "color": SERIES_COLORS[i % len(SERIES_COLORS)],
+        "marker": SERIES_MARKERS[i % len(SERIES_MARKERS)],
+    }
+
 
 class PlotError(ValueError):
     """Input that cannot be plotted; the message says why."""

@@ -7,7 +7,7 @@ import json
 import os
 from typing import Dict, List, Optional, Sequence
 
-from .common import PlotError, plt
+from .common import PlotError, plt, series_style
 
 METRICS = {
     "tok_bleu": "tokenized BLEU (Moses, lowercased; paper's tables)",
@@ -59,41 +59,66 @@ def series_by_method(rows: Sequence[dict], metric: str) -> Dict[str, List[tuple]
     return {m: sorted(v) for m, v in sorted(out.items())}
 
 
+def default_title(rows: Sequence[dict], metrics: Sequence[str]) -> str:
+    """Model and metric from the table itself (the data set is the caller's to add)."""
+    totals = {int(float(r["heads_total"])) for r in rows if _number(r.get("heads_total"))}
+    params = {int(float(r["params_unpruned"])) for r in rows if _number(r.get("params_unpruned"))}
+    model = f"{next(iter(totals))}-head model" if len(totals) == 1 else "model"
+    if len(params) == 1:
+        model += f" ({next(iter(params)) / 1e6:.1f}M parameters)"
+    which = " and ".join("tokenized BLEU" if m == "tok_bleu" else "sacreBLEU" for m in metrics)
+    return f"Pruning {model}: test {which} against heads kept, per method"
+
+
 def plot_sweep(
     rows: Sequence[dict],
     metrics: Sequence[str] = ("tok_bleu", "sacrebleu"),
     baseline: Optional[dict] = None,
     title: str = "",
 ):
-    """One panel per metric; one line per method; the unpruned model as a dashed line."""
+    """One panel per metric; one line per method; the unpruned model as a dashed line.
+
+    Every method has its own colour and marker (distinct for up to 14 methods); a
+    fine-tuned variant (``METHOD+ft``) is dashed. The legend sits right of the panels, so it
+    covers no line; ``title`` defaults to the model and metrics of the table.
+    """
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise PlotError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRICS)}")
     totals = {int(float(r["heads_total"])) for r in rows if _number(r.get("heads_total"))}
     xlabel = f"heads kept (of {next(iter(totals))})" if len(totals) == 1 else "heads kept"
+    methods = sorted({r["method"] for r in rows})
     fig, axes = plt.subplots(
-        1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False, constrained_layout=True
-    )
+        1, len(metrics), figsize=(5.2 * len(metrics) + 2.2, 4.2), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    handles = {}
     for ax, metric in zip(axes[0], metrics):
         series = series_by_method(rows, metric)
         if not series:
             raise PlotError(f"the results table has no {metric} numbers")
         for method, points in series.items():
             xs, ys = zip(*points)
-            ax.plot(xs, ys, marker="o", label=method)
+            (line,) = ax.plot(
+                xs, ys, label=method, linestyle="--" if method.endswith("+ft") else "-",
+                markersize=5, **series_style(methods.index(method)),
+            )  # fmt: skip
+            handles.setdefault(method, line)
         if baseline and _number(baseline.get(metric)) is not None:
-            ax.axhline(
+            handles["unpruned"] = ax.axhline(
                 float(baseline[metric]),
                 color="black",
-                linestyle="--",
-                linewidth=1,
+                linestyle=":",
+                linewidth=1.2,
                 label="unpruned",
             )
         ax.set_xlabel(xlabel)
         ax.set_ylabel("BLEU")
         ax.set_title(METRICS[metric], fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=10)
+    fig.legend(
+        handles=list(handles.values()), labels=list(handles), loc="outside right upper",
+        fontsize=8, title="method (dashed: + fine-tune)", title_fontsize=8,
+    )  # fmt: skip
+    fig.suptitle(title or default_title(rows, metrics), fontsize=10)
     return fig
