@@ -43,6 +43,8 @@ def train(data, save_dir, *extra, arch="transformer_dsp_small", updates=60):
         data,
         "--user-dir",
         ROOT / "dsp_fairseq",
+        "--task",
+        "translation_dsp",
         "--arch",
         arch,
         *TINY,
