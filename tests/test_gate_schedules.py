@@ -103,3 +103,34 @@ def test_unbounded_run_needs_an_explicit_anneal_length():
     gate, _ = build_gate(args, attention_slots(args))
     with pytest.raises(ValueError, match="give --anneal-updates, or bound the run"):
         criterion().resolve_schedule(gate)
+
+
+def test_derived_anneal_length_leaves_the_training_batches_and_numpy_rng_alone():
+    """Counting an epoch's updates calls ordered_indices(), whose shuffle drew from the
+    global numpy RNG outside fairseq's numpy_seed; now the run's batches and every later
+    numpy draw are the same with and without the derived anneal length."""
+    import numpy as np
+    import torch
+    from fairseq.data import LanguagePairDataset
+    from robustness_helpers import make_dictionary, make_task
+
+    from dsp_fairseq.criterions.run_length import updates_per_epoch
+
+    d = make_dictionary(20)
+    gen = torch.Generator().manual_seed(0)
+    sents = [torch.randint(4, 20, (int(n),), generator=gen) for n in torch.randint(2, 9, (60,))]
+    sizes = torch.tensor([len(s) for s in sents])
+    dataset = LanguagePairDataset(sents, sizes, d, sents, sizes, d, shuffle=True)
+    task = make_task(d)
+
+    def batches_and_next_draw(count_updates: bool):
+        np.random.seed(5)
+        if count_updates:
+            assert updates_per_epoch(task, dataset, (64, 64), max_tokens=40) > 1
+        itr = task.get_batch_iterator(
+            dataset, max_tokens=40, seed=3, max_positions=(64, 64), disable_iterator_cache=True
+        )
+        batches = [b["id"].tolist() for b in itr.next_epoch_itr(shuffle=True)]
+        return batches, np.random.rand()
+
+    assert batches_and_next_draw(True) == batches_and_next_draw(False)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
+from fairseq.data import data_utils
+
 
 def updates_per_epoch(
     task,
@@ -26,9 +28,15 @@ def updates_per_epoch(
     Mirrors ``FairseqTask.get_batch_iterator``: size-filtered indices, ``batch_by_size``,
     then fairseq's sharding (each worker gets ceil(batches / world_size), padded) and the
     grouping of ``update_freq`` batches per update. It builds no iterator, so it never
-    touches the epoch iterator a running trainer has cached.
+    touches the epoch iterator a running trainer has cached, and it leaves the global
+    numpy RNG as it found it.
     """
-    indices = dataset.ordered_indices()
+    # ordered_indices() of a shuffling dataset draws a permutation from the global numpy
+    # RNG; fairseq calls it under numpy_seed (which restores the RNG afterwards), and so
+    # does this. The count does not depend on the seed: indices are sorted by size, and a
+    # permutation only reorders samples of equal sizes.
+    with data_utils.numpy_seed(1):
+        indices = dataset.ordered_indices()
     if max_positions is not None:
         indices = task.filter_indices_by_size(
             indices, dataset, max_positions, ignore_invalid_inputs=True
