@@ -108,23 +108,28 @@ def pruned(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ct2_model(corpus, pruned, tmp_path_factory) -> Path:
+def exported(corpus, pruned, tmp_path_factory):
+    """(the CTranslate2 model folder, the export's output) of an export given the prepared
+    corpus folder as --data, which stands for its bin/."""
     out = tmp_path_factory.mktemp("cli-ct2") / "model"
-    run(BIN / "dsp-export-ct2", "--input", pruned, "--output", out, "--data", corpus / "bin",
-        "--quiet")  # fmt: skip
-    return out
+    proc = run(BIN / "dsp-export-ct2", "--input", pruned, "--output", out, "--data", corpus)
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def ct2_model(exported) -> Path:
+    return exported[0]
 
 
 # -- --data: one rule --------------------------------------------------------------------
 
 
-def test_export_takes_the_prepared_corpus_and_says_so(corpus, pruned, tmp_path):
-    proc = run(BIN / "dsp-export-ct2", "--input", pruned, "--output", tmp_path / "m",
-               "--data", corpus)  # fmt: skip
-    assert "is a prepared corpus folder; using its fairseq binaries" in proc.stderr
-    assert (tmp_path / "m" / "model.bin").is_file()
-    vocab = json.loads((tmp_path / "m" / "shared_vocabulary.json").read_text())
-    assert len(vocab) > 4
+def test_export_takes_the_prepared_corpus_and_says_so(exported, corpus):
+    model, proc = exported
+    assert f"--data {corpus} is a prepared corpus folder; using its fairseq binaries" in proc.stderr
+    assert (model / "model.bin").is_file() and "wrote" in proc.stdout
+    vocab = json.loads((model / "shared_vocabulary.json").read_text())
+    assert len(vocab) == len((corpus / "bin" / "dict.de.txt").read_text().splitlines()) + 4
 
 
 @pytest.mark.parametrize("kind", ["missing", "file", "no-dictionaries"])
@@ -137,13 +142,13 @@ def test_export_refuses_a_wrong_data_folder(kind, corpus, pruned, tmp_path):
     assert not (tmp_path / "m").exists() and not list(tmp_path.glob(".m.tmp-*"))
 
 
-def test_export_quiet_prints_nothing(corpus, pruned, tmp_path):
+def test_export_quiet_prints_nothing(exported, corpus, pruned, tmp_path):
     proc = run(BIN / "dsp-export-ct2", "--input", pruned, "--output", tmp_path / "m",
-               "--data", corpus / "bin", "--quiet")  # fmt: skip
+               "--data", corpus, "--quiet")  # fmt: skip
     assert proc.stdout == "" and proc.stderr == "", proc.stderr
-    loud = run(BIN / "dsp-export-ct2", "--input", pruned, "--output", tmp_path / "m",
-               "--data", corpus / "bin", "--force")  # fmt: skip
-    assert "wrote" in loud.stdout  # the control: without --quiet it does talk
+    assert (tmp_path / "m" / "model.bin").is_file()
+    # the control: the same export without --quiet talks, on stdout and stderr
+    assert exported[1].stdout and "INFO" in exported[1].stderr
 
 
 @pytest.mark.parametrize("kind", ["missing", "no-dictionaries"])
