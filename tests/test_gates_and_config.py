@@ -115,3 +115,16 @@ def test_gate_logits_get_constant_lr_without_weight_decay():
     state = gate.optimizer.state[gate.logits]
     assert int(state["step"]) == 2 and gate.optimizer.param_groups[0]["weight_decay"] == 0.0
     assert gate.optimizer.param_groups[0]["lr"] == 0.2
+
+
+@pytest.mark.parametrize("no_cross", [False, True])
+def test_pick_k_counts_the_heads_of_the_models_own_layout(tmp_path, no_cross):
+    """dsp-pick-k counted 2 x decoder heads whatever the decoder had (--no-cross-attention)."""
+    from dsp_fairseq.checkpoint_io import save_checkpoint_atomic
+    from dsp_fairseq.cli.pick_k import count_heads
+
+    args = argparse.Namespace(arch="transformer", encoder_layers=2, decoder_layers=3,
+                              encoder_attention_heads=4, decoder_attention_heads=8,
+                              no_cross_attention=no_cross)  # fmt: skip
+    save_checkpoint_atomic({"cfg": {"model": args}, "model": {}}, str(tmp_path / "base.pt"))
+    assert count_heads(str(tmp_path / "base.pt")) == 2 * 4 + 3 * 8 * (1 if no_cross else 2)

@@ -60,15 +60,15 @@ def default_candidates(total_heads: int) -> List[int]:
 
 
 def count_heads(base: str) -> int:
-    """Gated heads of an unpruned checkpoint: every encoder self-, decoder self- and cross-attention."""
+    """Gated heads of an unpruned checkpoint: the heads of every attention it has (the
+    model's own layout, so a decoder built with --no-cross-attention has no cross heads)."""
     from ..checkpoint_io import load_checkpoint, model_args
+    from ..models.head_layout import attention_slots
 
     args = model_args(load_checkpoint(base))
     if getattr(args, "stripped_heads", None):
         raise ValueError(f"{base} is already stripped; start from the unpruned model")
-    return args.encoder_layers * args.encoder_attention_heads + 2 * (
-        args.decoder_layers * args.decoder_attention_heads
-    )
+    return sum(slot.num_heads for slot in attention_slots(args))
 
 
 def run_recipe(name: str, *args: str) -> None:

@@ -14,7 +14,7 @@ from typing import List, Optional
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerDecoderBase, TransformerEncoderBase
 from fairseq.modules import transformer_layer
-from fairseq.modules.checkpoint_activations import _checkpointed_forward
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import Tensor
 
 from ..modules.gated_multihead_attention import GatedMultiheadAttention
@@ -89,28 +89,26 @@ class DSPDecoderLayer(_MaskInputLayer, transformer_layer.TransformerDecoderLayer
         )
 
 
-def _checkpointed_with_mask(original_forward, offload_to_cpu, *args, **kwargs):
-    """fairseq's checkpointed forward, with the gate's mask passed in as an input."""
-    attns = original_forward.__self__.gated_attentions()
+def _forward_with_mask(layer, checkpointed_forward, *args, **kwargs):
+    """The checkpointed forward of ``layer``, with the gate's mask passed in as an input."""
+    attns = layer.gated_attentions()
     if attns and "dsp_head_mask" not in kwargs:
         kwargs["dsp_head_mask"] = attns[0].gate.current_mask()
-    return _checkpointed_forward(original_forward, offload_to_cpu, *args, **kwargs)
+    return checkpointed_forward(*args, **kwargs)
 
 
 def _wrap(layer, cfg):
     """fairseq's activation-checkpoint / FSDP wrapping of a layer.
 
-    Checkpointing is fairseq's ``checkpoint_wrapper`` (same attributes, so
-    ``unwrap_checkpoint`` undoes it), except that the head mask is read before
-    the checkpoint and handed to the layer as an input (see _MaskInputLayer).
+    Checkpointing is fairseq's ``checkpoint_wrapper`` (so ``unwrap_checkpoint``
+    undoes it), with the head mask read before the checkpoint and handed to the
+    layer as an input (see _MaskInputLayer). A partial, as fairseq's own wrapper
+    uses, so that a deep copy of the model (EMA) calls its own layer.
     """
     checkpoint = cfg.checkpoint_activations
     if checkpoint:
-        assert not hasattr(layer, "precheckpoint_forward"), "layer already checkpointed"
-        layer.precheckpoint_forward = layer.forward
-        layer.forward = functools.partial(
-            _checkpointed_with_mask, layer.precheckpoint_forward, cfg.offload_activations
-        )
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        layer.forward = functools.partial(_forward_with_mask, layer, layer.forward)
     return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
 
 
