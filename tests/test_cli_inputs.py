@@ -312,3 +312,24 @@ def test_recipe_help_is_text_not_source(recipe):
     # every option the recipe parses is explained in its help
     parsed = set(re.findall(r"^\s+(--[a-z0-9-]+)\)", recipe.read_text(), flags=re.M))
     assert parsed and not {o for o in parsed if o not in proc.stdout}, parsed
+
+
+# -- missing files name their option -------------------------------------------------------
+
+
+def test_a_missing_checkpoint_or_table_names_its_option(tmp_path):
+    nope = tmp_path / "nope.pt"
+    cases = [
+        ("dsp-export-ct2", ["--input", nope, "--output", tmp_path / "m"], "--input"),
+        ("dsp-importance", ["--path", nope, "--data", tmp_path, "--output", tmp_path / "s.json"],
+         "--path"),
+        ("dsp-plot-heads", ["--masked", nope, "--output", tmp_path / "h"], "--masked"),
+        ("dsp-plot-heads", ["--stripped", tmp_path, "--output", tmp_path / "h"], "--stripped"),
+        ("dsp-plot-gates", ["--checkpoints", nope, "--output", tmp_path / "g"], "--checkpoints"),
+        ("dsp-plot-sweep", ["--table", nope, "--output", tmp_path / "s"], "--table"),
+    ]  # fmt: skip
+    for prog, argv, option in cases:
+        proc = run(BIN / prog, *argv, check=False)
+        line = one_line_error(proc, prog, option)
+        assert "give" in line, line  # and what to give instead
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -92,3 +92,11 @@ def corpus_folder(option: str, path: str) -> Tuple[str, Optional[str]]:
     missing = [p for p in ("bin/dict.*.txt", "spm/spm.model")
                if not glob.glob(os.path.join(glob.escape(path), p))]  # fmt: skip
     raise DataFolderError(f"{option} {path} has no {' or '.join(missing)}; give {CORPUS}")
+
+
+def missing_file(option: str, path: str, what: str) -> Optional[str]:
+    """The one-line message for ``option path`` when no such file is there, else None."""
+    if os.path.isfile(path):
+        return None
+    state = "is a folder" if os.path.isdir(path) else "no such file"
+    return f"{option} {path}: {state}; give {what}"

@@ -1,7 +1,7 @@
 """dsp-export-ct2: convert a stripped (or unpruned) checkpoint into a CTranslate2 model.
 
     dsp-export-ct2 --input checkpoints/pruned.pt --output ct2-model [--data DATA-BIN]
-                   [--quantization int8|int8_float32|int16|float16] [--force]
+                   [--quantization TYPE] [--force]
 
 Takes a stripped checkpoint (dsp-strip), a gated transformer_dsp checkpoint (exported with
 its test mask's heads), an unpruned transformer_dsp or a stock fairseq transformer. The
@@ -23,7 +23,7 @@ import logging
 import sys
 import warnings
 
-from .data_folder import DataFolderError, binaries_folder
+from .data_folder import DataFolderError, binaries_folder, missing_file
 
 # torch, fairseq and ctranslate2 are imported in main(), after the arguments are parsed.
 
@@ -40,10 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", help="fairseq binaries folder with dict.SRC.txt and dict.TGT.txt, or the "
         "prepared corpus folder holding it in bin/ (default: the checkpoint's)"
     )  # fmt: skip
+    # No fixed choices: the installed CTranslate2 says which types it accepts (checked
+    # after parsing, so that --help does not load it).
     parser.add_argument(
         "--quantization",
-        choices=["int8", "int8_float32", "int16", "float16"],
-        help="weight type of the saved model (default: float32)",
+        metavar="TYPE",
+        help="weight type of the saved model: any quantization type the installed "
+        "CTranslate2 accepts, e.g. int8, int8_float16, bfloat16 (default: float32; "
+        "another value is refused with CTranslate2's list)",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing --output")
     parser.add_argument(
@@ -54,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    problem = missing_file("--input", args.input, "a checkpoint (.pt) to export")
+    if problem:
+        print(f"dsp-export-ct2: error: {problem}", file=sys.stderr)
+        return 2
     data = args.data
     if data is not None:
         try:

@@ -21,7 +21,7 @@ import sys
 import time
 from itertools import islice
 
-from .data_folder import DataFolderError, binaries_folder
+from .data_folder import DataFolderError, binaries_folder, missing_file
 
 # torch and fairseq are imported in main(), after the arguments are parsed.
 
@@ -164,6 +164,10 @@ def main(argv=None) -> int:
         )
     if args.max_batches is not None and args.max_batches < 1:
         parser.error("--max-batches must be >= 1")
+    problem = missing_file("--path", args.path, "a trained checkpoint (.pt) to score")
+    if problem:
+        print(f"dsp-importance: error: {problem}", file=sys.stderr)
+        return 2
     try:
         data, note = binaries_folder("--data", args.data)
     except DataFolderError as err:

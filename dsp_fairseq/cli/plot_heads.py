@@ -36,6 +36,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.masked and not args.stripped:
         parser.error("give --masked CHECKPOINT, --stripped CHECKPOINT, or both")
+    from .data_folder import missing_file
+
+    for option, path in (("--masked", args.masked), ("--stripped", args.stripped)):
+        problem = path and missing_file(option, path, "a checkpoint file (.pt)")
+        if problem:
+            print(f"dsp-plot-heads: error: {problem}", file=sys.stderr)
+            return 2
     from ..checkpoint_io import CheckpointError
     from ..plots.common import PlotError, load_state, output_prefix, save_figure
     from ..plots.heads import combine, head_map_from_masked, head_map_from_stripped, plot_head_map

@@ -42,6 +42,13 @@ def main(argv=None) -> int:
     baseline_path = args.baseline or os.path.join(
         os.path.dirname(os.path.abspath(args.table)), "baseline.json"
     )
+    if not any(os.path.isfile(p) for p in (args.table, args.table + ".json", args.table + ".csv")):
+        print(
+            f"dsp-plot-sweep: error: --table {args.table}: no such results table; give the "
+            "results.csv or results.json that sweep.sh writes (OUT/results.csv)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         output_prefix(args.output)
         rows = read_table(args.table)

@@ -58,7 +58,10 @@ def checkpoint_paths(sources: Sequence[str]) -> List[str]:
         elif os.path.isfile(src):
             paths.append(src)
         else:
-            raise PlotError(f"{src}: no such checkpoint file or folder")
+            raise PlotError(
+                f"--checkpoints {src}: no such checkpoint file or folder; give .pt files or "
+                "the folders holding them (a run's --save-dir)"
+            )
     return paths
 
 
