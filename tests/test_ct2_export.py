@@ -333,6 +333,100 @@ def test_gated_and_stock_checkpoints_export(trained, corpus, tmp_path):
     assert len(_ct2_hypotheses(q, sources[:4], 5)) == 4
 
 
+def _fairseq_greedy_attention(ckpt, corpus, n):
+    """fairseq's greedy hypotheses and their attention (the alignment layer's, averaged over
+    its heads: SequenceGenerator's ``hypo["attention"]``, source x target)."""
+    from fairseq import tasks
+    from fairseq.sequence_generator import SequenceGenerator
+
+    state = load_checkpoint(str(ckpt))
+    args = copy.copy(model_args(state))
+    args.data = str(corpus)
+    task = tasks.setup_task(args)
+    task.load_dataset("test")
+    model = task.build_model(args)
+    model.load_state_dict(state["model"])
+    model.eval()
+    ds = task.dataset("test")
+    gen = SequenceGenerator([model], task.target_dictionary, beam_size=1, max_len_b=MAX_LEN)
+    batch = ds.collater([ds[i] for i in range(n)])
+    with torch.no_grad():
+        hyps = gen.generate([model], batch)
+    out = {}
+    for sid, h in zip(batch["id"].tolist(), hyps):
+        tokens = task.target_dictionary.string(h[0]["tokens"]).split()
+        source = task.source_dictionary.string(ds[sid]["source"][:-1]).split()
+        out[sid] = (source, tokens, h[0]["attention"].float())
+    return [out[i] for i in range(n)], model
+
+
+def test_padded_export_returns_fairseq_attention(trained, corpus, tmp_path):
+    """A padded alignment layer (its cross-attention keeps fewer heads than the decoder
+    stack has): CTranslate2 averaged the zero-padded heads (uniform weights) into the
+    attention it returns (max |fairseq - ct2| 0.0458); with alignment_heads set to the kept
+    heads it is fairseq's."""
+    pruned = tmp_path / "pruned.pt"
+    run("dsp-strip", "--input", trained, "--output", pruned, "--random",
+        "--heads-to-keep", "18", "--seed", "5")  # fmt: skip
+    out = tmp_path / "ct2"
+    _export(pruned, out, corpus)
+    expected, model = _fairseq_greedy_attention(pruned, corpus, 12)
+    decoder_heads = max(max(layer.self_attn.num_heads, layer.encoder_attn.num_heads)
+                        for layer in model.decoder.layers)  # fmt: skip
+    last = model.decoder.layers[-1].encoder_attn.num_heads
+    assert 0 < last < decoder_heads, "the test needs a padded alignment layer"
+    translator = ct2.Translator(str(out), device="cpu")
+    results = translator.translate_batch(
+        [src for src, _, _ in expected], beam_size=1, return_attention=True,
+        max_decoding_length=MAX_LEN,
+    )  # fmt: skip
+    compared = 0
+    for (src, tokens, attn), res in zip(expected, results):
+        got = torch.tensor(res.attention[0])  # target step x source token (no EOS column)
+        steps = got.shape[0]
+        if res.hypotheses[0] != tokens[:steps]:
+            continue  # a different beam path: attentions not comparable
+        # fairseq: source (left-padded, EOS last) x target step; the source tokens' rows
+        want = attn[-(len(src) + 1) : -1, :steps].T
+        assert got.shape == want.shape
+        # (before: up to 3e-3 on this barely trained model, 0.0458 on the issue's)
+        assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+        compared += 1
+    assert compared >= 6
+
+
+def test_converter_options_are_honoured_or_refused_and_quantizations_are_ct2s(
+    trained, corpus, tmp_path
+):
+    """FairseqConverter's constructor options: no_default_special_tokens and user_dir are
+    honoured (they were accepted and ignored), fixed_dictionary (multilingual models) and
+    unsafe_deserialization refused; --quantization offers what CTranslate2 accepts."""
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    from dsp_fairseq.export.converter import (
+        QUANTIZATIONS,
+        DSPFairseqConverter,
+        ExportError,
+        export_checkpoint,
+    )
+
+    assert QUANTIZATIONS == tuple(ACCEPTED_MODEL_TYPES)
+    assert {"int8_float16", "int8_bfloat16", "bfloat16"} <= set(QUANTIZATIONS)
+    with pytest.raises(ExportError, match="CTranslate2 accepts int8, "):
+        export_checkpoint(str(trained), str(tmp_path / "x"), str(corpus), quantization="int4")
+    for option in ({"fixed_dictionary": "dict.txt"}, {"unsafe_deserialization": True}):
+        with pytest.raises(ExportError, match=next(iter(option))):
+            DSPFairseqConverter(str(trained), str(corpus), **option)
+    plugin = Path(__file__).parents[1] / "dsp_fairseq"
+    out = tmp_path / "nodefault"
+    DSPFairseqConverter(
+        str(trained), str(corpus), no_default_special_tokens=True, user_dir=str(plugin),
+        log=lambda *a: None,
+    ).convert(str(out), quantization="int8_float16")  # fmt: skip
+    config = json.loads((out / "config.json").read_text())
+    assert config["decoder_start_token"] is None and not config.get("add_source_eos")
+
+
 def test_translate_cli_matches_fairseq_generate(stripped, corpus, tmp_path):
     out = tmp_path / "ct2"
     _export(stripped["uniform"], out, corpus)

@@ -11,6 +11,12 @@ handling, ``Converter.convert``'s validation, quantization and saving) and adds:
   ``dsp-strip`` would); a stock ``transformer`` exports with all its heads;
 * one head count per stack with zero-padded heads (:mod:`.layout`, :mod:`.padding`) and
   ``head_dim`` written on every attention;
+* the decoder's alignment heads set to the kept heads of the alignment layer, so that a
+  padded layout's attention (``return_attention``, ``replace_unknowns``) is fairseq's
+  average over the heads that exist, not over zero padding;
+* the options of ``FairseqConverter``'s constructor honoured (``source_lang``,
+  ``target_lang``, ``no_default_special_tokens``, ``user_dir``) or refused with the reason
+  (``fixed_dictionary``, ``unsafe_deserialization``);
 * refusal, with the reason, of options CTranslate2's Transformer cannot represent.
 """
 
@@ -29,18 +35,21 @@ import numpy as np
 from ..checkpoint_io import CheckpointError, load_checkpoint, model_args
 from ..models.head_layout import attention_slots
 from ..models.stock import arch_of, dsp_model_args, is_dsp_arch, is_stock_transformer_arch
+from ..pruning.strip import GATE_PREFIX
 from .layout import ExportPlan, plan_export
 from .padding import pad_attention
 
 try:  # optional dependency: only this module needs it
     from ctranslate2.converters import fairseq as ct2_fairseq
     from ctranslate2.converters.fairseq import FairseqConverter
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
 except ImportError:  # pragma: no cover - reported by the CLI
     ct2_fairseq = None
     FairseqConverter = object
+    ACCEPTED_MODEL_TYPES = ()
 
-QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16")
-GATE_PREFIX = "head_gate."
+# Whatever the installed CTranslate2 accepts (int8_float16, bfloat16, ... in 4.x).
+QUANTIZATIONS = tuple(ACCEPTED_MODEL_TYPES)
 
 
 class ExportError(CheckpointError):
@@ -120,15 +129,34 @@ def _build_spec(args, plan: ExportPlan):
     encoder = transformer_spec.TransformerEncoderSpec(
         args.encoder_layers, plan.encoder_heads, head_dim=_stack_width(plan, "encoder"), **common
     )
+    layer, heads = alignment(args, plan)
     decoder = transformer_spec.TransformerDecoderSpec(
         args.decoder_layers,
         plan.decoder_heads,
         head_dim=_stack_width(plan, "decoder"),
-        alignment_layer=getattr(args, "alignment_layer", -1),
-        alignment_heads=getattr(args, "alignment_heads", 0),
+        alignment_layer=layer,
+        alignment_heads=heads,
         **common,
     )
     return transformer_spec.TransformerSpec(encoder, decoder)
+
+
+def alignment(args, plan: ExportPlan) -> Tuple[int, int]:
+    """CTranslate2's (alignment_layer, alignment_heads) for fairseq's alignment.
+
+    fairseq's decoder averages the cross-attention weights of its alignment layer (default:
+    the last) over its first ``--alignment-heads`` heads (default: all of them); a stripped
+    layer has only its kept heads. CTranslate2 averages the first ``alignment_heads`` heads
+    of the padded layer (0: all), and the padding puts the kept heads first, so the count
+    is the kept one: averaging in the zero-padded heads (uniform weights) would not give
+    fairseq's attention.
+    """
+    layer = getattr(args, "alignment_layer", None)
+    layer = args.decoder_layers - 1 if layer is None or layer < 0 else int(layer)
+    cross = [a for a in plan.attentions if a.kind == "cross" and a.layer == layer]
+    kept = cross[0].kept if cross else 0
+    wanted = getattr(args, "alignment_heads", None) or kept
+    return layer, min(wanted, kept)
 
 
 def _prepare_state(state: dict, log) -> Tuple[dict, argparse.Namespace, str]:
@@ -190,10 +218,39 @@ def _padded_module(module, plan) -> SimpleNamespace:
 class DSPFairseqConverter(FairseqConverter):
     """CTranslate2's ``FairseqConverter`` for stripped, gated and stock checkpoints."""
 
-    def __init__(self, model_path: str, data_dir: Optional[str] = None, log=print, **kwargs):
+    def __init__(
+        self,
+        model_path: str,
+        data_dir: Optional[str] = None,
+        source_lang: Optional[str] = None,
+        target_lang: Optional[str] = None,
+        fixed_dictionary: Optional[str] = None,
+        no_default_special_tokens: bool = False,
+        user_dir: Optional[str] = None,
+        unsafe_deserialization: bool = False,
+        log=print,
+    ):
+        """``FairseqConverter``'s options; those that do not apply are refused, with why."""
         if ct2_fairseq is None:
             raise ExportError("ctranslate2 is not installed: pip install ctranslate2")
-        super().__init__(model_path, data_dir, **kwargs)
+        if fixed_dictionary is not None:
+            raise ExportError(
+                "fixed_dictionary is for fairseq's multilingual models; transformer_dsp "
+                "checkpoints are bilingual (their dictionaries come from data_dir)"
+            )
+        if unsafe_deserialization:
+            raise ExportError(
+                "unsafe_deserialization: checkpoints are always loaded weights-only here "
+                "(with the plugin's allowlist of fairseq's config types)"
+            )
+        super().__init__(
+            model_path,
+            data_dir,
+            source_lang=source_lang,
+            target_lang=target_lang,
+            no_default_special_tokens=no_default_special_tokens,
+            user_dir=user_dir,
+        )
         self._log = log
         self.plan: Optional[ExportPlan] = None
         self.description = ""
@@ -202,6 +259,10 @@ class DSPFairseqConverter(FairseqConverter):
         import torch
         from fairseq import tasks
 
+        if self._user_dir:  # more fairseq extensions than this plugin, as upstream allows
+            from fairseq.utils import import_user_module
+
+            import_user_module(argparse.Namespace(user_dir=self._user_dir))
         state = load_checkpoint(self._model_path)
         state, args, self.description = _prepare_state(state, self._log)
         reasons = unsupported_options(args)
@@ -246,8 +307,16 @@ class DSPFairseqConverter(FairseqConverter):
 
             spec.register_source_vocabulary(ct2_fairseq._get_vocab(task.source_dictionary))
             spec.register_target_vocabulary(ct2_fairseq._get_vocab(task.target_dictionary))
-            spec.config.decoder_start_token = spec.config.eos_token
-            spec.config.add_source_eos = True
+            if self._no_default_special_tokens:  # as upstream: the caller supplies them
+                spec.config.decoder_start_token = None
+            else:
+                spec.config.decoder_start_token = spec.config.eos_token
+                spec.config.add_source_eos = True
+        if plan.attentions and alignment(args, plan)[1] == 0:
+            self._log(
+                "note: the alignment layer keeps no cross-attention head; fairseq reports an "
+                "all-zero attention for it, CTranslate2's return_attention will not"
+            )
         return spec
 
 
@@ -284,7 +353,9 @@ def export_checkpoint(
     place, so ``output_dir`` is either absent, the old model (on failure) or the new one.
     """
     if quantization is not None and quantization not in QUANTIZATIONS:
-        raise ExportError(f"--quantization {quantization!r}: choose one of {QUANTIZATIONS}")
+        raise ExportError(
+            f"--quantization {quantization!r}: CTranslate2 accepts {', '.join(QUANTIZATIONS)}"
+        )
     output_dir = os.path.abspath(output_dir)
     parent = os.path.dirname(output_dir)
     if not os.path.isdir(parent):
