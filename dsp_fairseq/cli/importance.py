@@ -46,12 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--granularity",
         choices=("token", "sentence", "batch"),
         default="token",
-        help="unit over which |gradient| is taken: target token (default; see docs/methods.md), "
-        "sentence, or batch (the authors' code); token costs one backward pass per "
-        "target position",
+        help="unit over which |gradient| is taken: target token (default: the paper's "
+        "per-example definition taken per token; see docs/methods.md), sentence, or batch "
+        "(what the authors' code does); token costs one backward pass per target position",
     )
     parser.add_argument(
-        "--normalize-per-layer", action="store_true", help="L2-normalise each attention's scores"
+        "--normalize-per-layer",
+        action="store_true",
+        help="L2-normalise each attention's scores (off by default here; on by default in "
+        "Michel et al.'s code, which the paper found helps pruning)",
     )
     parser.add_argument(
         "--iterative",
