@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU check of the --fp16 training path, stripping and fp16 decoding (one prepared run).
+"""GPU check of the --fp16 training paths, stripping and fp16 decoding (one prepared run).
 
 On a machine with a CUDA GPU, with the virtual environment's tools on PATH:
 
@@ -7,9 +7,16 @@ On a machine with a CUDA GPU, with the virtual environment's tools on PATH:
     python bench/gpu_check.py --data-bin work/multi30k/bin ...  # reuse binarised Multi30k
 
 1. prepares Multi30k De->En (examples/translation/prepare-multi30k.sh) unless --data-bin;
-2. trains transformer_dsp_iwslt_de_en with DSP (K = --heads-to-keep) under --fp16 at the
-   default initial loss scale for --updates updates; checks that the loss scale never falls
-   below 8 and that at most --max-skipped-share of the updates were skipped for overflow;
+2. trains transformer_dsp_iwslt_de_en with DSP (K = --heads-to-keep) under --fp16 (fairseq's
+   default flattened FP16Optimizer) at the default initial loss scale for --updates updates;
+   checks that the loss scale never falls below 8, that at most --max-skipped-share of the
+   updates were skipped for overflow, and that the gate learned: a finite, non-zero
+   gate_gnorm logged and one gate Adam step per update made (the checkpoint's
+   head_gate.adam_step);
+2b. the same gate checks, --path-updates updates each, for --fp16 --fp16-no-flatten-grads,
+   and for two ranks (two GPUs if there are, else both on GPU 0 over gloo) under
+   --ddp-backend legacy_ddp --fp16 and --ddp-backend pytorch_ddp --ddp-comm-hook fp16
+   (the paths on which the gate froze before the translation_dsp task);
 3. validates the result with fairseq-validate --fp16 (finite loss);
 4. strips it with dsp-strip and decodes the test set with fp16 (BLEU of both models);
 5. times fp16 decoding of the unpruned (masked) and stripped models, beam 5, batch 64 and
@@ -79,13 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=100,
         help="updates per training-speed run (gated K = H and stock)",
     )
+    p.add_argument(
+        "--path-updates",
+        type=int,
+        default=60,
+        help="updates per extra training path (unflattened fp16, legacy_ddp, comm hook)",
+    )
     p.add_argument("--reps", type=int, default=3, help="decode timing runs per setting (best)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     return p  # fmt: skip
 
 
 def check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    for name in ("updates", "heads_to_keep", "max_tokens", "speed_updates", "reps"):
+    for name in ("updates", "heads_to_keep", "max_tokens", "speed_updates", "reps",
+                 "path_updates"):  # fmt: skip
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.updates < 50:
@@ -161,6 +175,33 @@ def fp16_failures(
     return problems
 
 
+def gate_failures(log: str, state: Optional[dict]) -> List[str]:
+    """What shows that the gate did not learn in a training run (empty: it learned).
+
+    ``state``: the run's checkpoint_last.pt (None: none was written). The task logs the
+    gate's own gradient norm as gate_gnorm and saves its Adam step count with the logits.
+    """
+    problems = []
+    norms = [float(r["gate_gnorm"]) for r in _json_records(log, "train_inner") if "gate_gnorm" in r]
+    if not norms:
+        problems.append(
+            "no gate_gnorm in the training log (was it run with --task translation_dsp?)"
+        )
+    elif not all(math.isfinite(n) for n in norms) or max(norms) <= 0:
+        problems.append(f"gate_gnorm {norms}: the gate got no (finite) gradient")
+    updates = train_stats(log)["updates"]
+    if state is None:
+        problems.append("no checkpoint_last.pt written")
+    else:
+        model = state.get("model", {})
+        steps = model.get("head_gate.adam_step")
+        if steps is None:
+            problems.append("the checkpoint holds no gate Adam state: the gate never stepped")
+        elif int(float(steps)) != updates:
+            problems.append(f"{int(float(steps))} gate Adam steps for {updates} updates")
+    return problems  # fmt: skip
+
+
 def decode_speed(log: str) -> Optional[float]:
     found = _TRANSLATED.findall(log)
     return float(found[-1][0]) if found else None
@@ -182,8 +223,9 @@ def commands(args: argparse.Namespace) -> Dict[str, List[str]]:
         "--log-format", "json", "--log-interval", "10", "--no-epoch-checkpoints",
         "--disable-validation", "--seed", "1", "--num-workers", "2",
     ]  # fmt: skip
-    dsp_flags = ["--user-dir", PLUGIN, "--arch", "transformer_dsp_iwslt_de_en",
-                 "--fp16-no-flatten-grads", "--criterion", "dsp_label_smoothed_cross_entropy",
+    dsp_flags = ["--user-dir", PLUGIN, "--task", "translation_dsp",
+                 "--arch", "transformer_dsp_iwslt_de_en",
+                 "--criterion", "dsp_label_smoothed_cross_entropy",
                  "--label-smoothing", "0.1"]  # fmt: skip
     cmds: Dict[str, List[str]] = {}
     if not args.data_bin:
@@ -193,6 +235,17 @@ def commands(args: argparse.Namespace) -> Dict[str, List[str]]:
                      "--heads-to-keep", str(args.heads_to_keep),
                      "--anneal-updates", str(args.updates), "--max-update", str(args.updates),
                      "--save-dir", dsp]  # fmt: skip
+    p = str(args.path_updates)
+    path_common = [data, *dsp_flags, *train_common, "--heads-to-keep", str(args.heads_to_keep),
+                   "--anneal-updates", p, "--max-update", p]  # fmt: skip
+    cmds["train-noflat"] = ["fairseq-train", *path_common, "--fp16-no-flatten-grads",
+                            "--save-dir", os.path.join(work, "dsp-noflat")]  # fmt: skip
+    for path, flags in DDP_PATHS.items():
+        for rank in (0, 1):
+            cmds[f"train-{path}-rank{rank}"] = [
+                "fairseq-train", *path_common, *flags, *ddp_rank_flags(rank),
+                "--save-dir", os.path.join(work, f"dsp-{path}"),
+            ]  # fmt: skip
     cmds["validate"] = ["fairseq-validate", data, "--user-dir", PLUGIN, "--path", masked,
                         "--fp16", "--valid-subset", "valid", "--max-tokens", str(args.max_tokens)]  # fmt: skip
     cmds["strip"] = ["dsp-strip", "--input", masked, "--output", pruned, "--force"]
@@ -216,6 +269,60 @@ def commands(args: argparse.Namespace) -> Dict[str, List[str]]:
     return cmds
 
 
+# The paths that froze the gate before the translation_dsp task: two ranks each.
+DDP_PATHS = {
+    "legacy-ddp-fp16": ["--ddp-backend", "legacy_ddp"],
+    "ddp-comm-hook-fp16": ["--ddp-backend", "pytorch_ddp", "--ddp-comm-hook", "fp16"],
+}
+DDP_PORT = 29611
+
+
+def ddp_rank_flags(rank: int) -> List[str]:
+    """fairseq's one-process-per-rank launch: two GPUs over NCCL when there are, else both
+    ranks on GPU 0 over gloo (NCCL refuses two ranks on one device)."""
+    two_gpus = _gpu_count() >= 2
+    return ["--distributed-no-spawn", "--distributed-world-size", "2",
+            "--distributed-rank", str(rank), "--device-id", str(rank if two_gpus else 0),
+            "--distributed-init-method", f"tcp://127.0.0.1:{DDP_PORT}",
+            "--distributed-backend", "nccl" if two_gpus else "gloo"]  # fmt: skip
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return 0
+    return torch.cuda.device_count()
+
+
+def _checkpoint(path: str) -> Optional[dict]:
+    if not os.path.isfile(path):
+        return None
+    sys.path.insert(0, ROOT)
+    from dsp_fairseq.checkpoint_io import load_checkpoint
+
+    return load_checkpoint(path)
+
+
+def _run_ranks(name: str, cmds: List[List[str]], logs: str) -> List[str]:
+    """Start both ranks of a run together; their logs, rank 0 first."""
+    procs = []
+    for rank, cmd in enumerate(cmds):
+        print(f"[gpu_check] {name} rank {rank}: {shlex.join(cmd)}", flush=True)
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))  # fmt: skip
+    texts = [p.communicate()[0] for p in procs]
+    for rank, (proc, text) in enumerate(zip(procs, texts)):
+        with open(os.path.join(logs, f"{name}-rank{rank}.log"), "w") as f:
+            f.write(text)
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"{name} rank {rank} failed ({proc.returncode}); see {logs}/{name}-rank{rank}.log:"
+                f"\n{text[-2000:]}"
+            )
+    return texts
+
+
 def _run(name: str, cmd: List[str], logs: str) -> str:
     print(f"[gpu_check] {name}: {shlex.join(cmd)}", flush=True)
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -237,9 +344,23 @@ def run_check(args: argparse.Namespace) -> int:
     failures: List[str] = result["failures"]
     if "prepare" in cmds:
         _run("prepare", cmds["prepare"], logs)
-    stats = train_stats(_run("train", cmds["train"], logs))
+    work = os.path.abspath(args.work)
+    log = _run("train", cmds["train"], logs)
+    stats = train_stats(log)
     result["train"] = {k: v for k, v in stats.items() if k != "loss_scales"}
     failures += fp16_failures(stats, args.min_loss_scale, args.max_skipped_share)
+    failures += [f"train (flat fp16): {p}" for p in
+                 gate_failures(log, _checkpoint(os.path.join(work, "dsp", "checkpoint_last.pt")))]  # fmt: skip
+    paths = {"noflat": _run("train-noflat", cmds["train-noflat"], logs)}
+    for path in DDP_PATHS:
+        ranks = [cmds[f"train-{path}-rank{r}"] for r in (0, 1)]
+        paths[path] = _run_ranks(f"train-{path}", ranks, logs)[0]
+    result["gate_paths"] = {}
+    for path, text in paths.items():
+        ckpt = _checkpoint(os.path.join(work, f"dsp-{path}", "checkpoint_last.pt"))
+        problems = gate_failures(text, ckpt)
+        result["gate_paths"][path] = problems or "the gate learned"
+        failures += [f"train-{path}: {p}" for p in problems]
     loss = _VALID_LOSS.findall(_run("validate", cmds["validate"], logs))
     result["valid_loss"] = float(loss[-1]) if loss else None
     if result["valid_loss"] is None or not math.isfinite(result["valid_loss"]):

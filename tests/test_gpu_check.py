@@ -68,6 +68,15 @@ def test_dry_run_prints_the_fp16_pipeline(capsys, tmp_path):
     train = cmds["train"]
     assert "--fp16" in train and "--fp16-init-scale" not in train  # default initial scale
     assert train[train.index("--max-update") + 1] == "200"
+    # the flattened fp16 default, trained by the task; then the other gate paths
+    assert train[train.index("--task") + 1] == "translation_dsp"
+    assert "--fp16-no-flatten-grads" not in train
+    assert "--fp16-no-flatten-grads" in cmds["train-noflat"]
+    legacy, hook = cmds["train-legacy-ddp-fp16-rank1"], cmds["train-ddp-comm-hook-fp16-rank0"]
+    assert legacy[legacy.index("--ddp-backend") + 1] == "legacy_ddp" and "--fp16" in legacy
+    assert legacy[legacy.index("--distributed-rank") + 1] == "1"
+    assert hook[hook.index("--ddp-comm-hook") + 1] == "fp16"
+    assert hook[hook.index("--ddp-backend") + 1] == "pytorch_ddp"
     assert "--fp16" in cmds["validate"] and cmds["strip"][0] == "dsp-strip"
     for name in ("unpruned", "stripped"):
         for batch in ("64", "128"):
@@ -108,3 +117,20 @@ def test_without_a_gpu_it_runs_nothing_and_says_so(capsys, tmp_path):
     assert gpu_check.main(["--work", str(tmp_path / "w")]) == 2
     assert "no CUDA GPU is visible" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+def test_gate_checks_read_the_log_and_the_checkpoint():
+    def log(norms, updates=20):
+        lines = [_json_line("train_inner", {"gate_gnorm": str(n), "num_updates": str(10 * (i + 1))})
+                 for i, n in enumerate(norms)]  # fmt: skip
+        return "\n".join(lines + [_json_line("train", {"train_num_updates": str(updates)})])
+
+    learned = {"model": {"head_gate.adam_step": torch.tensor(20.0)}}
+    assert gpu_check.gate_failures(log([0.5, 0.2]), learned) == []
+    assert "no gate_gnorm" in gpu_check.gate_failures(log([]), learned)[0]
+    assert "no (finite) gradient" in gpu_check.gate_failures(log([0.0, 0.0]), learned)[0]
+    frozen = {"model": {}}
+    assert "never stepped" in gpu_check.gate_failures(log([0.5]), frozen)[0]
+    half = {"model": {"head_gate.adam_step": torch.tensor(10.0)}}
+    assert gpu_check.gate_failures(log([0.5]), half) == ["10 gate Adam steps for 20 updates"]
+    assert gpu_check.gate_failures(log([0.5]), None) == ["no checkpoint_last.pt written"]
