@@ -1,7 +1,7 @@
 """Hard Concrete head gates with an expected-L0 penalty (Voita et al., ACL 2019).
 
 The gate's ``logits`` are the per-head ``log_a`` of the Hard Concrete
-distribution (so the gate-LR hook, the ``head_gate.logits`` checkpoint key
+distribution (so the gate's own optimizer, the ``head_gate.logits`` checkpoint key
 and ``dsp-strip`` work exactly as for DSP). While training each head draws
 
     s = sigmoid((log u - log(1 - u) + log_a) / T),  u ~ U(0, 1),  T = 0.33,
