@@ -272,3 +272,21 @@ def test_atomic_write_without_a_model_file_uses_the_umask(tmp_path):
     finally:
         os.umask(umask)
     assert stat.S_IMODE(os.stat(tmp_path / "a.pt").st_mode) == 0o640
+
+
+def test_freeze_gates_trains_the_model_with_the_fixed_test_mask():
+    """--freeze-gates under the task: no gate optimizer, no gradient on the logits, the
+    model.s weights train."""
+    task = tiny_task()
+    cfg = fairseq_cfg("--heads-to-keep", "5", "--freeze-gates")
+    model = task.build_model(cfg.model)
+    gate = model.head_gate
+    assert gate.frozen and gate.optimizer is None and gate.anchor is None
+    optimizer = optim.build_optimizer(cfg.optimizer, list(model.parameters()))
+    criterion = task.build_criterion(cfg.criterion)
+    logits = gate.logits.detach().clone()
+    weight = model.encoder.layers[0].fc1.weight.detach().clone()
+    for step in range(2):
+        assert update(task, model, criterion, optimizer, [batch(task, seed=step)], step)
+    assert torch.equal(gate.logits.detach(), logits) and gate.logits.grad is None
+    assert not torch.equal(model.encoder.layers[0].fc1.weight.detach(), weight)
