@@ -35,6 +35,19 @@ LABELS = {
     "dsp+ft": "pipelined DSP + fine-tune",
     "importance+ft": "head importance + fine-tune",
     "hard-concrete+ft": "Hard Concrete + fine-tune",
+    # recovery (issue 17): +rec = dsp-reconstruct, +kd = distilled fine-tune (270 updates)
+    "dsp+rec": "pipelined DSP + reconstruct",
+    "dsp-ref+rec": "pipelined DSP, reference schedule + reconstruct",
+    "hard-concrete+rec": "Hard Concrete + reconstruct",
+    "importance+rec": "head importance, one-shot + reconstruct",
+    "importance-iter+rec": "head importance, iterative + reconstruct",
+    "random+rec": "random heads + reconstruct",
+    "fairseq-removal+rec": "fairseq `_adaptive_prune_heads` + reconstruct",
+    "dsp+kd": "pipelined DSP + distilled fine-tune",
+    "importance+kd": "head importance + distilled fine-tune",
+    "dsp+rec+kd": "pipelined DSP + reconstruct + distilled fine-tune",
+    "importance+rec+kd": "head importance + reconstruct + distilled fine-tune",
+    "hard-concrete+rec+kd": "Hard Concrete + reconstruct + distilled fine-tune",
 }
 
 
@@ -63,7 +76,8 @@ def main() -> int:
         )
     for r in load(os.path.join(args.dir, "fairseq_prune.json")) or []:
         if r.get("layout") is None and r.get("sacrebleu") is not None:
-            cells[("fairseq-removal", int(r["k"]))] = (float(r["sacrebleu"]), None)
+            name = "fairseq-removal+rec" if r.get("reconstruct") else "fairseq-removal"
+            cells[(name, int(r["k"]))] = (float(r["sacrebleu"]), None)
     seeds: dict = {}
     for name in sorted(os.listdir(args.dir)):
         if name.startswith("results-sweep-seed") and name.endswith(".json"):
@@ -101,7 +115,8 @@ def main() -> int:
             )
     if spread:
         out += ["", "| method | K | seeds | mean | min-max |", "|---|---:|---:|---:|---|", *spread]
-    goals = goal_lines(cells, seeds, float(base["sacrebleu"]))
+    pick = load(os.path.join(args.dir, "pick-k", "pick.json"))
+    goals = goal_lines(cells, seeds, float(base["sacrebleu"]), pick)
     for path in args.splice:
         splice(path, {"converged-table": "\n".join(out), "converged-goals": "\n".join(goals)})
     if not args.splice:
@@ -127,7 +142,11 @@ BASELINES = ("importance", "importance-iter", "hard-concrete", "ste", "random", 
 NAMES = {18: "H/4", 36: "H/2", 9: "H/8"}
 
 
-def goal_lines(cells: dict, seeds: dict, unpruned: float) -> list:
+REC_BASELINES = tuple(f"{b}+rec" for b in BASELINES)
+KD_BASELINES = ("importance+rec+kd", "hard-concrete+rec+kd")
+
+
+def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
     """The issue's goals, measured from the table: met, not met, or not measured yet."""
 
     def test(method, k):
@@ -176,8 +195,30 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float) -> list:
             return "not run yet | not measured yet |"
         return "; ".join(parts) + f" | {'met' if ok else '**not met**'} |"
 
+    def pick_goal() -> str:
+        if not pick or "chosen_k" not in pick:
+            return "not run yet | not measured yet |"
+        k, total = int(pick["chosen_k"]), int(pick.get("heads_total", 72))
+        removed = total - k
+        recovery = pick.get("recovery", "none")
+        return (f"K = {k} ({removed} of {total} heads removed, recovery {recovery}) | "
+                f"{'met' if removed * 3 >= total else '**not met**'} |")  # fmt: skip
+
     return [
-        "| goal | measured | met |",
+        "| goal (issue 17: with recovery) | measured | met |",
+        "|---|---|---|",
+        "| retraining-free: DSP + reconstruct within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
+        + within("dsp+rec", {36: 2.0, 18: 6.0}),
+        "| retraining-free: `dsp-pick-k --tolerance 0.5` removes at least a third of the heads | "
+        + pick_goal(),
+        "| distilled fine-tune: DSP + reconstruct + KD within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within("dsp+rec+kd", {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| DSP + reconstruct at least as good as every baseline + reconstruct | "
+        + versus("dsp+rec", REC_BASELINES),
+        "| DSP + reconstruct + KD at least as good as every baseline with the same recovery | "
+        + versus("dsp+rec+kd", KD_BASELINES),
+        "",
+        "| goal (earlier issue: no recovery) | measured | met |",
         "|---|---|---|",
         "| no fine-tune: DSP within 1.0 BLEU of unpruned at H/2, 2.5 at H/4 | "
         + within("dsp", {36: 1.0, 18: 2.5}),

@@ -47,6 +47,12 @@ def main() -> int:
     p.add_argument("--ks", default="9,18")
     p.add_argument("--layouts", default="", help="uniform layouts ENC,DEC separated by ;")
     p.add_argument("--out", required=True)
+    p.add_argument(
+        "--reconstruct",
+        action="store_true",
+        help="also score each model refit by dsp-reconstruct (defaults) against --base "
+        "(OUT/.../pruned.rec.pt, rows with reconstruct: true)",
+    )
     args = p.parse_args()
     sb._plugin()
     quiet_fairseq()
@@ -78,23 +84,37 @@ def main() -> int:
             new_state, report = strip_checkpoint(state, kept=kept)
             save_checkpoint_atomic(new_state, pruned)
             print(report.table(), flush=True)
-        subprocess.run(
-            ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data", args.data,
-             "--checkpoint", pruned, "--out", os.path.join(out, "eval")],
-            check=True,
-        )  # fmt: skip
-        with open(os.path.join(out, "eval", "score.json")) as f:
-            score = json.load(f)
-        if layout is not None:
-            k = sum(len(v) for v in kept_heads_of(pruned).values())
-        rows.append({"k": k, "layout": None if layout is None else "{},{}".format(*layout),
-                     "sacrebleu": score["sacrebleu"], "tok_bleu": score["tok_bleu"],
-                     "checkpoint": pruned})  # fmt: skip
+        models = [(pruned, "eval", False)]
+        if args.reconstruct:
+            rec = os.path.join(out, "pruned.rec.pt")
+            if not os.path.isfile(rec):
+                subprocess.run(
+                    ["dsp-reconstruct", "--pruned", pruned, "--base", args.base,
+                     "--data", os.path.join(args.data, "bin"), "--output", rec],
+                    check=True,
+                )  # fmt: skip
+            models.append((rec, "eval-rec", True))
+        for ckpt, eval_dir, reconstructed in models:
+            subprocess.run(
+                ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data",
+                 args.data, "--checkpoint", ckpt, "--out", os.path.join(out, eval_dir)],
+                check=True,
+            )  # fmt: skip
+            with open(os.path.join(out, eval_dir, "score.json")) as f:
+                score = json.load(f)
+            if layout is not None:
+                k = sum(len(v) for v in kept_heads_of(pruned).values())
+            rows.append({"k": k, "layout": None if layout is None else "{},{}".format(*layout),
+                         "reconstruct": reconstructed, "sacrebleu": score["sacrebleu"],
+                         "tok_bleu": score["tok_bleu"], "checkpoint": ckpt})  # fmt: skip
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    print("\n| K | layout | sacreBLEU | tokenized BLEU |\n|---|---|---|---|")
+    print("\n| K | layout | reconstructed | sacreBLEU | tokenized BLEU |\n|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['k']} | {r['layout'] or ''} | {r['sacrebleu']} | {r['tok_bleu']} |")
+        print(
+            f"| {r['k']} | {r['layout'] or ''} | {'yes' if r['reconstruct'] else 'no'} | "
+            f"{r['sacrebleu']} | {r['tok_bleu']} |"
+        )
     return 0
 
 

@@ -9,9 +9,19 @@
 # jointly from the converged model at K = 18 (an experiment on the fine-tune gap).
 #
 #   bash bench/run_converged_bench.sh [--work DIR] [--stage baseline|all] [--baseline-epochs N]
+#                                     [--baseline CKPT --data DIR] [--train-baseline]
 #
+# --baseline CKPT --data DIR  use this trained baseline and the prepared corpus it was
+#                      trained on (bin/, spm/, raw/) instead of training one (70 min). Default:
+#                      ../shared/data/multi30k-base72/{checkpoint.pt,data} beside the
+#                      repository when present (the baseline every table of bench/RESULTS.md
+#                      uses); --train-baseline trains one in WORK/baseline instead
 # --baseline-epochs N  stop the baseline after N epochs even if validation still improves
 #                      (default 80: in practice early stopping, patience 5, decides)
+#
+# Recovery (issue 17): every selection row also gets its "+rec" row (dsp-reconstruct against
+# the unpruned model, the recipes' default recovery), then "+rec+kd" (distilled fine-tune of
+# the reconstructed model) and "+kd" rows, and seeds of DSP+rec at K = 18 and 36.
 #
 # Resumable at every level: the baseline resumes from checkpoint_last.pt, every finished
 # (method, K) row is skipped. Rows run in the order of importance (DSP and the strongest
@@ -26,12 +36,16 @@
 # side on 2 cores run at about a quarter of their speed each.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WORK=$ROOT/work/converged STAGE=all EPOCHS=80
+WORK=$ROOT/work/converged STAGE=all EPOCHS=80 SHARED=$ROOT/../shared/data/multi30k-base72
+BASE="" DATA="" TRAIN_BASELINE=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --work) WORK=$2; shift 2 ;;
     --stage) STAGE=$2; shift 2 ;;
     --baseline-epochs) EPOCHS=$2; shift 2 ;;
+    --baseline) BASE=$2; shift 2 ;;
+    --data) DATA=$2; shift 2 ;;
+    --train-baseline) TRAIN_BASELINE=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_converged_bench.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
@@ -65,25 +79,39 @@ publish() {
   return 0
 }
 
-# 1. data and the converged baseline (early stopping: 5 validations without a lower loss)
+# 1. data and the converged baseline (early stopping: 5 validations without a lower loss),
+# or the shared one
 BASE_ARGS="--encoder-attention-heads 8 --decoder-attention-heads 8 --max-epoch $EPOCHS --patience 5"
-timed data bash "$RECIPES/prepare-multi30k.sh" --out "$WORK/data" --vocab-size 8000
-if [[ ! -f $WORK/baseline/.done ]]; then
-  timed baseline bash "$RECIPES/train-baseline.sh" --data "$WORK/data" --save-dir "$WORK/baseline" \
-    --preset cpu-small --max-update 40000 --seed 1 --train-args "$BASE_ARGS"
+if [[ -z $BASE && -z $DATA && $TRAIN_BASELINE == 0 && -f $SHARED/checkpoint.pt ]]; then
+  BASE=$SHARED/checkpoint.pt DATA=$SHARED/data
 fi
-[[ $STAGE == baseline ]] && exit 0
+if [[ -n $BASE || -n $DATA ]]; then
+  [[ -n $BASE && -n $DATA ]] || { echo "run_converged_bench.sh: --baseline and --data go together" >&2; exit 1; }
+  [[ -f $BASE ]] || { echo "run_converged_bench.sh: --baseline $BASE: no such checkpoint" >&2; exit 1; }
+  [[ -f $DATA/bin/dict.en.txt && -f $DATA/spm/spm.model && -d $DATA/raw ]] || {
+    echo "run_converged_bench.sh: --data $DATA: not a prepared corpus (bin/, spm/spm.model, raw/)" >&2; exit 1; }
+  BASE=$(cd "$(dirname "$BASE")" && pwd)/$(basename "$BASE") DATA=$(cd "$DATA" && pwd)
+  echo "baseline $BASE, data $DATA ($(date -u +%FT%TZ))" >> "$WORK/wall_time.txt"
+  [[ $STAGE == baseline ]] && exit 0
+else
+  DATA=$WORK/data BASE=$WORK/baseline/checkpoint_best.pt
+  timed data bash "$RECIPES/prepare-multi30k.sh" --out "$DATA" --vocab-size 8000
+  if [[ ! -f $WORK/baseline/.done ]]; then
+    timed baseline bash "$RECIPES/train-baseline.sh" --data "$DATA" --save-dir "$WORK/baseline" \
+      --preset cpu-small --max-update 40000 --seed 1 --train-args "$BASE_ARGS"
+  fi
+  [[ $STAGE == baseline ]] && exit 0
+fi
 
 # 2. the table: every method x K, test and valid BLEU. Rows in the order of importance, so
 # that an interrupted run has the table's core: DSP (default and reference schedules) against
 # importance and fairseq's removal at H/4, and both fine-tuned, then H/2 and H/8, then the
 # other methods, then the other fine-tunes (each sweep call skips the rows already in the table).
-BASE=$WORK/baseline/checkpoint_best.pt
-SWEEP=(--data "$WORK/data" --base "$BASE" --preset cpu-small --valid
+SWEEP=(--data "$DATA" --base "$BASE" --preset cpu-small --valid
        --importance-args "--max-batches 20" --finetune-updates 270)
 sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-plots "$@"; }
 timed rows-k18 sweep_rows --ks 18 --methods dsp,importance,dsp-ref
-timed fairseq-removal python "$ROOT/bench/fairseq_prune_quality.py" --data "$WORK/data" --base "$BASE" \
+timed fairseq-removal python "$ROOT/bench/fairseq_prune_quality.py" --data "$DATA" --base "$BASE" \
   --ks 18,36 --out "$WORK/fairseq-prune"
 timed rows-ft-k18 sweep_rows --ks 18 --methods dsp+ft,importance+ft
 timed rows-k36-k9 sweep_rows --ks 36,9 --methods dsp,importance,dsp-ref
@@ -98,21 +126,34 @@ done
 timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concrete+ft
 
 # 4. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
-timed pick-k dsp-pick-k --data "$WORK/data" --base "$BASE" --out "$WORK/pick-k" --tolerance 0.5
+timed pick-k dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k" --tolerance 0.5
 mkdir -p "$OUT/pick-k"
 cp "$WORK/pick-k/pick.json" "$WORK/pick-k/pick.md" "$WORK/pick-k/frontier.png" "$OUT/pick-k/"
 
 # 5. joint DSP at K = 18, as many updates as the baseline made
-updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$WORK/baseline/checkpoint_last.pt")
+# (the shared baseline holds its best checkpoint only: its update count, 2,565 of 2,700)
+last=$WORK/baseline/checkpoint_last.pt; [[ -f $last ]] || last=$BASE
+updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$last")
 timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp --no-plots \
   --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
 
 # 6. the weaker baselines last
 timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-iter
 
+# 6b. recovery (issue 17): reconstruction of fairseq's choice, distilled fine-tunes, seeds of
+# DSP + reconstruct (the +rec rows of the sweeps above come with their selection rows)
+timed fairseq-removal-rec python "$ROOT/bench/fairseq_prune_quality.py" --data "$DATA" --base "$BASE" \
+  --ks 18,36 --out "$WORK/fairseq-prune" --reconstruct
+timed rows-kd sweep_rows --ks 18,36,9 --methods dsp+rec+kd,importance+rec+kd,hard-concrete+rec+kd
+timed rows-kd-plain sweep_rows --ks 18 --methods dsp+kd,importance+kd
+for seed in 2 3; do
+  timed "seed$seed-rec" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-seed$seed" --ks 18,36 \
+    --seed "$seed" --methods dsp --no-plots
+done
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
-timed frontier python "$ROOT/bench/frontier_bench.py" --data "$WORK/data/bin" --base "$BASE" \
+timed frontier python "$ROOT/bench/frontier_bench.py" --data "$DATA/bin" --base "$BASE" \
   --table "$WORK/sweep/results.json" --fairseq-table "$WORK/fairseq-prune/results.json" \
   --out "$OUT/frontier" --reps 2
 

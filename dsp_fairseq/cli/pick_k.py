@@ -8,7 +8,9 @@
 model and the raw references. Its bin/ is accepted too and stands for the corpus.
 
 For a trained (unpruned) checkpoint, it prunes with pipelined DSP
-(``examples/translation/prune-pipelined.sh``, its default schedule) at a few K,
+(``examples/translation/prune-pipelined.sh``, its default schedule, and its default
+recovery: the kept heads refit against the unpruned model, ``--recovery none`` to
+score the stripped models as they are) at a few K,
 scores each stripped model with sacreBLEU on the validation set
 (``evaluate.sh --subset valid``; the test set is never used to choose) and
 bisects the candidate list for the smallest K whose BLEU is at most
@@ -124,7 +126,12 @@ def plot_frontier(result: dict, output: str) -> List[str]:
         ax.plot([chosen["k"]], [chosen["valid_sacrebleu"]], "r*", ms=14, label="chosen K")
     ax.set_xlabel(f"heads kept (K of {result['total_heads']})")
     ax.set_ylabel("sacreBLEU on valid")
-    ax.set_title("Pipelined DSP: validation BLEU against heads kept")
+    recovery = result.get("recovery", "none")
+    ax.set_title(
+        "Pipelined DSP"
+        + (" + reconstruction" if recovery == "reconstruct" else "")
+        + ": validation BLEU against heads kept"
+    )
     ax.legend(loc="lower right")
     ax.grid(alpha=0.3)
     return save_figure(fig, output)
@@ -151,6 +158,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gate-args", default="", help="more fairseq-train args for the gates")
     parser.add_argument("--gen-args", default="", help="more fairseq-generate arguments")
+    parser.add_argument(
+        "--recovery",
+        choices=("reconstruct", "none"),
+        default="reconstruct",
+        help="what each probe's stripped model gets before it is scored: reconstruct "
+        "(default, the best measured: dsp-strip --reconstruct on training batches) or none",
+    )
     args = parser.parse_args(argv)
 
     def fail(message: str) -> int:
@@ -212,6 +226,7 @@ def main(argv=None) -> int:
                 "prune-pipelined.sh", "--data", args.data, "--base", args.base,
                 "--heads-to-keep", k, "--save-dir", row, "--preset", args.preset,
                 "--seed", args.seed, "--train-args", args.gate_args,
+                "--recovery", args.recovery,
             )  # fmt: skip
             bleu = valid_bleu(
                 args.data, os.path.join(row, "pruned.pt"), os.path.join(row, "eval-valid"),
@@ -229,6 +244,7 @@ def main(argv=None) -> int:
         "base": os.path.abspath(args.base),
         "total_heads": total,
         "tolerance": args.tolerance,
+        "recovery": args.recovery,
         "unpruned_valid_sacrebleu": base,
         "candidates": ks,
         "probes": [probes[k] for k in sorted(probes)],

@@ -160,6 +160,11 @@ def reconstruct_checkpoint(
     _check_same_model(student, teacher)
     start = time.time()
     batches = calibration_batches(task, student, num_batches, max_tokens, seed)
+    if len(batches()) < num_batches and progress is not None:
+        progress(
+            f"note: the training split has only {len(batches())} batches of {max_tokens} "
+            f"tokens, not {num_batches}; calibrating on all of them"
+        )
     report = reconstruct(
         student,
         teacher,

@@ -4,11 +4,15 @@
 # fine-tuned the same way, so the comparison stays fair.
 #
 #   finetune-pruned.sh --data DIR --pruned PRUNED.pt --save-dir DIR [--max-update N]
-#                      [--preset iwslt|cpu-small] [--seed S] [--train-args "ARGS"]
+#                      [--preset iwslt|cpu-small] [--seed S] [--teacher BASE.pt]
+#                      [--train-args "ARGS"]
 #                      [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --pruned      a checkpoint written by dsp-strip (the removed heads stay removed, which is
 #               the same as training the gated model with --freeze-gates, and cheaper)
+# --teacher     distil from this unpruned model (criterion dsp_distillation: label-smoothed
+#               CE mixed with KL(teacher || student); --train-args "--distill-weight W
+#               --distill-temperature T" change the mixture); default: labels only
 # --max-update  fine-tuning updates (default 270: two epochs of Multi30k at 4096 tokens)
 # --preset      optimisation settings (default $PRESET or iwslt), with a constant learning
 #               rate of 3e-4 after 20 warm-up updates (--lr-scheduler fixed); --train-args
@@ -21,7 +25,7 @@
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
-DATA="" PRUNED="" SAVE="" MAX_UPDATE=270 PRESET=${PRESET:-iwslt} SEED=1 TRAIN_ARGS=""
+DATA="" PRUNED="" SAVE="" MAX_UPDATE=270 PRESET=${PRESET:-iwslt} SEED=1 TRAIN_ARGS="" TEACHER=""
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -31,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --max-update) MAX_UPDATE=$2; shift 2 ;;
     --preset) PRESET=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
+    --teacher) TEACHER=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
@@ -43,6 +48,11 @@ need_value --save-dir "$SAVE"
 need_tool python fairseq-train
 need_data "$DATA"
 need_file "$PRUNED" "--pruned: a checkpoint written by dsp-strip"
+CRITERION=(--criterion label_smoothed_cross_entropy)
+if [[ -n $TEACHER ]]; then
+  need_file "$TEACHER" "--teacher: the unpruned checkpoint to distil from"
+  CRITERION=(--criterion dsp_distillation --teacher "$(cd "$(dirname "$TEACHER")" && pwd)/$(basename "$TEACHER")")
+fi
 [[ $MAX_UPDATE =~ ^[0-9]+$ && $MAX_UPDATE -gt 0 ]] || die "--max-update takes a positive number"
 preset_args "$PRESET" optim
 split_words USER_ARGS "$TRAIN_ARGS"
@@ -53,11 +63,11 @@ if [[ ! -f $SAVE/.done ]]; then
     > "$SAVE/model.args.tmp" || die "cannot fine-tune $PRUNED (see above)"
   mv "$SAVE/model.args.tmp" "$SAVE/model.args"
   mapfile -t SHAPE < "$SAVE/model.args"
-  say "fine-tune $PRUNED with its kept heads fixed, $MAX_UPDATE updates -> $SAVE"
+  say "fine-tune $PRUNED with its kept heads fixed, $MAX_UPDATE updates${TEACHER:+, distilled from $TEACHER} -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     --lr-scheduler fixed --warmup-updates 20 --lr 3e-4 "${SHAPE[@]}" --finetune-from-model "$PRUNED" \
-    --criterion label_smoothed_cross_entropy --max-update "$MAX_UPDATE" --save-dir "$SAVE" \
+    "${CRITERION[@]}" --max-update "$MAX_UPDATE" --save-dir "$SAVE" \
     --no-epoch-checkpoints --seed "$SEED" --log-format json "${USER_ARGS[@]}" "${EXTRA[@]}"
   need_file "$SAVE/checkpoint_best.pt" "fairseq-train finished without a best checkpoint; see $SAVE/train.log"
   touch "$SAVE/.done"

@@ -5,17 +5,22 @@
 #
 #   prune-importance.sh --data DIR --base BASE.pt --heads-to-keep K --output PRUNED.pt
 #                       [--scores SCORES.json] [--importance-args "ARGS"] [--random [--seed S]]
+#                       [--recovery reconstruct|none] [--reconstruct-args "ARGS"]
 #
 # --scores  where the head-importance scores are (or will be) written; default
 #           importance.json beside --output. They are computed once (dsp-importance on the
 #           validation data) and reused for every K.
 # --importance-args  more dsp-importance arguments (e.g. --max-batches 50 --granularity batch)
 # --random  keep K heads drawn at random (seeded) instead.
+# --recovery  reconstruct (default, the best measured without training): refit the kept
+#           heads' output projections against the unpruned model on training batches
+#           (dsp-strip --reconstruct, about a minute); none: strip only
+# --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # Output: PRUNED.pt and PRUNED.strip.txt (dsp-strip's table). Existing outputs are kept.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
-DATA="" BASE="" K="" OUTPUT="" SCORES="" RANDOM_HEADS=0 SEED=1 IMP_ARGS=""
+DATA="" BASE="" K="" OUTPUT="" SCORES="" RANDOM_HEADS=0 SEED=1 IMP_ARGS="" RECOVERY=reconstruct REC_ARGS=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -26,6 +31,8 @@ while [[ $# -gt 0 ]]; do
     --importance-args) IMP_ARGS=$2; shift 2 ;;
     --random) RANDOM_HEADS=1; shift ;;
     --seed) SEED=$2; shift 2 ;;
+    --recovery) RECOVERY=$2; shift 2 ;;
+    --reconstruct-args) REC_ARGS=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -38,6 +45,7 @@ need_tool dsp-strip
 need_data "$DATA"
 need_file "$BASE" "--base: the trained baseline checkpoint"
 need_dir "$(dirname "$OUTPUT")" "--output's folder; create it first"
+recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS"
 REPORT=${OUTPUT%.pt}.strip.txt
 
 if [[ -s $OUTPUT && -s $REPORT ]]; then
@@ -59,7 +67,8 @@ else
   say "keep the $K most important heads of $BASE -> $OUTPUT"
   select=(--importance "$SCORES" --heads-to-keep "$K")
 fi
-dsp-strip --input "$BASE" --output "$OUTPUT" "${select[@]}" --force > "$REPORT.tmp" \
+[[ $RECOVERY == reconstruct ]] && say "reconstruct the pruned attentions on training batches of $DATA/bin"
+dsp-strip --input "$BASE" --output "$OUTPUT" "${select[@]}" "${RECOVER[@]}" --force > "$REPORT.tmp" \
   || die "dsp-strip failed (see the message above)"
 mv "$REPORT.tmp" "$REPORT"
 grep -E '^(heads kept|parameters):' "$REPORT" | sed 's/^/  /' || true

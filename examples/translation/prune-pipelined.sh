@@ -6,7 +6,8 @@
 #                      [--gate-type dsp|dsp-st|ste|hard-concrete] [--schedule pipelined|reference]
 #                      [--preset iwslt|cpu-small] [--l0-penalty X] [--anneal-updates N]
 #                      [--validate-interval N|auto] [--snapshot-interval N] [--args-file F]
-#                      [--seed S] [--train-args "ARGS"] [-- FAIRSEQ-TRAIN-ARGS...]
+#                      [--seed S] [--train-args "ARGS"] [--recovery reconstruct|none]
+#                      [--reconstruct-args "ARGS"] [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
 #                   transformer_dsp); the gated model takes its shape from it
@@ -26,6 +27,11 @@
 #                   validates at that interval too
 # --args-file F     model-shape arguments computed before by
 #                   python -m dsp_fairseq.recipes.pipelined_args (a sweep reuses them)
+# --recovery        reconstruct (default, the best measured without training): refit the
+#                   kept heads' output projections against the unpruned model on training
+#                   batches while stripping (dsp-strip --reconstruct, about a minute);
+#                   none: strip only
+# --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # --preset          optimisation settings (the learning rate only matters to the gates'
 #                   Adam state: gate logits train at --gate-lr); default $PRESET or iwslt
 # Output: SAVE_DIR/checkpoint_{best,last}.pt (gated), SAVE_DIR/pruned.pt (stripped),
@@ -34,7 +40,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
-ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined
+ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=reconstruct REC_ARGS=""
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -52,6 +58,8 @@ while [[ $# -gt 0 ]]; do
     --args-file) ARGS_FILE=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
+    --recovery) RECOVERY=$2; shift 2 ;;
+    --reconstruct-args) REC_ARGS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -65,6 +73,7 @@ need_tool python fairseq-train dsp-strip
 need_data "$DATA"
 need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
+recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS"
 preset_args "$PRESET" optim
 case $SCHEDULE in
   pipelined) SCHEDULE_ARGS=(--max-tokens 1024) ;;  # 4x the updates of the preset's batches
@@ -113,11 +122,12 @@ if [[ ! -f $SAVE/.done ]]; then
   touch "$SAVE/.done"
 fi
 
-if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt ]]; then
-  say "strip the heads dropped by the best gates (checkpoint_best.pt) -> $SAVE/pruned.pt"
-  dsp-strip --input "$SAVE/checkpoint_best.pt" --output "$SAVE/pruned.pt" --force > "$SAVE/strip.txt.tmp" \
+if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt || $(cat "$SAVE/recovery" 2>/dev/null) != "$RECOVERY" ]]; then
+  say "strip the heads dropped by the best gates (checkpoint_best.pt) -> $SAVE/pruned.pt (recovery: $RECOVERY)"
+  dsp-strip --input "$SAVE/checkpoint_best.pt" --output "$SAVE/pruned.pt" "${RECOVER[@]}" --force > "$SAVE/strip.txt.tmp" \
     || die "dsp-strip failed (see the message above)"
   mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
+  echo "$RECOVERY" > "$SAVE/recovery"
 fi
 grep -E '^(heads kept|parameters):' "$SAVE/strip.txt" | sed 's/^/  /'
 echo "done: $SAVE/pruned.pt"

@@ -41,6 +41,17 @@ need_data() {
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0; }
 
+# recovery_args VAR MODE DATA "ARGS": dsp-strip's options for --recovery MODE (reconstruct:
+# refit against the unpruned model on DATA/bin's training batches; none: nothing).
+recovery_args() {
+  local -n _rec=$1
+  case $2 in
+    reconstruct) _rec=(--reconstruct --data "$3/bin"); local more; split_words more "${4:-}"; _rec+=("${more[@]}") ;;
+    none) _rec=() ;;
+    *) die "--recovery must be reconstruct or none, not '$2'" ;;
+  esac
+}
+
 # Words of a string as an array (for --train-args / --gen-args).
 split_words() { local -n _out=$1; read -r -a _out <<< "${2:-}"; }
 

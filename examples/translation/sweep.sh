@@ -5,7 +5,8 @@
 #            [--preset iwslt|cpu-small] [--seed S] [--l0-penalty X] [--snapshot-interval N]
 #            [--validate-interval N] [--train-args "ARGS"] [--gate-args "ARGS"]
 #            [--joint-args "ARGS"] [--gen-args "ARGS"] [--finetune-updates N] [--valid]
-#            [--importance-args "ARGS"] [--no-plots]
+#            [--importance-args "ARGS"] [--recovery reconstruct|none]
+#            [--reconstruct-args "ARGS"] [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
 #              dsp, dsp-st, ste, hard-concrete   pipelined: gates trained one epoch on the
@@ -23,6 +24,17 @@
 #                                                (finetune-pruned.sh, --finetune-updates N,
 #                                                default 270, the same for every method);
 #                                                list it after METHOD
+#              METHOD+rec (e.g. dsp+rec)         METHOD's stripped model refit against the
+#                                                unpruned model (dsp-reconstruct, no
+#                                                training; --reconstruct-args)
+#              METHOD+kd                         as +ft, distilled from the unpruned model
+#                                                (finetune-pruned.sh --teacher BASE)
+#              suffixes chain: dsp+rec+kd is the distilled fine-tune of dsp+rec; list a
+#              row after the row it starts from
+# --recovery reconstruct|none  reconstruct (default): every selection method listed without
+#              a suffix also gets its METHOD+rec row (the recovery the recipes apply by
+#              default); none: only the rows listed
+# --reconstruct-args  dsp-reconstruct options for +rec rows (e.g. --calibration-batches 50)
 # --ks       comma-separated heads to keep (default 6,12,18,24,36,48)
 # --train-args  fairseq-train arguments for every training run (pipelined and joint)
 # --gate-args   fairseq-train arguments for pipelined gate training only; they override
@@ -43,7 +55,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
-PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 VALID=0
+PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 VALID=0 RECOVERY=reconstruct REC_ARGS=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -64,6 +76,8 @@ while [[ $# -gt 0 ]]; do
     --no-plots) PLOTS=0; shift ;;
     --finetune-updates) FT_UPDATES=$2; shift 2 ;;
     --valid) VALID=1; shift ;;
+    --recovery) RECOVERY=$2; shift 2 ;;
+    --reconstruct-args) REC_ARGS=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -82,16 +96,30 @@ for k in "${K_LIST[@]}"; do [[ $k =~ ^[0-9]+$ && $k -gt 0 ]] || die "--ks: '$k' 
 TABLE=$OUT/results
 R="python $ROOT/scripts/results_table.py"
 
+[[ $RECOVERY == reconstruct || $RECOVERY == none ]] || die "--recovery must be reconstruct or none, not '$RECOVERY'"
+if [[ $RECOVERY == reconstruct ]]; then  # METHOD+rec after every plain selection method
+  with_rec=()
+  for m in "${METHOD_LIST[@]}"; do
+    with_rec+=("$m")
+    if [[ $m != *+* && $m != joint-dsp && ! " ${METHOD_LIST[*]} " == *" $m+rec "* ]]; then
+      with_rec+=("$m+rec")
+    fi
+  done
+  METHOD_LIST=("${with_rec[@]}")
+fi
 # Check every method before spending compute on any of them.
 gates=()
 for m in "${METHOD_LIST[@]}"; do
-  case ${m%+ft} in
-    dsp|dsp-ref|dsp-st|ste|hard-concrete) [[ $m == *+ft ]] || gates+=("$m") ;;
+  base_method=${m%%+*} suffixes=${m#"${m%%+*}"}
+  [[ $suffixes =~ ^(\+(ft|kd|rec))*$ ]] || die "method '$m': unknown suffix; METHOD may be followed by +rec, +ft, +kd (chained, e.g. dsp+rec+kd)"
+  [[ -n $suffixes ]] && continue
+  case $base_method in
+    dsp|dsp-ref|dsp-st|ste|hard-concrete) gates+=("$m") ;;
     joint-dsp) ;;
     importance|importance-iter) need_tool dsp-importance ;;
     random) dsp-strip --help 2>/dev/null | grep -q -- --random \
               || die "method random: this dsp-strip has no --random option (pip install -e .)" ;;
-    *) die "unknown method '$m'; choose from dsp, dsp-ref, dsp-st, ste, hard-concrete, importance, importance-iter, random, joint-dsp, or one of them followed by +ft" ;;
+    *) die "unknown method '$m'; choose from dsp, dsp-ref, dsp-st, ste, hard-concrete, importance, importance-iter, random, joint-dsp, each optionally followed by +rec, +ft or +kd" ;;
   esac
 done
 mkdir -p "$OUT/runs"
@@ -124,19 +152,30 @@ for m in "${METHOD_LIST[@]}"; do
     start=$SECONDS
     say "== $m, K=$k"
     case $m in
-      *+ft)
-        source_ckpt=$OUT/runs/${m%+ft}-k$k/pruned.pt
-        need_file "$source_ckpt" "method $m fine-tunes ${m%+ft}'s model: list ${m%+ft} before $m"
-        bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$source_ckpt" \
-          --save-dir "$row" --max-update "$FT_UPDATES" --preset "$PRESET" --seed "$SEED" \
-          --train-args "$TRAIN_ARGS"
-        report=$OUT/runs/${m%+ft}-k$k/strip.txt
-        [[ -f $report ]] || report=$OUT/runs/${m%+ft}-k$k/pruned.strip.txt
+      *+ft|*+kd|*+rec)
+        src=${m%+*} op=${m##*+}
+        source_ckpt=$OUT/runs/$src-k$k/pruned.pt
+        need_file "$source_ckpt" "method $m starts from $src's model: list $src before $m"
+        report=$OUT/runs/${src%%+*}-k$k/strip.txt
+        [[ -f $report ]] || report=$OUT/runs/${src%%+*}-k$k/pruned.strip.txt
+        if [[ $op == rec ]]; then
+          split_words REC "$REC_ARGS"
+          dsp-reconstruct --pruned "$source_ckpt" --base "$BASE" --data "$DATA/bin" \
+            --output "$row/pruned.pt" --force "${REC[@]}" > "$row/reconstruct.txt" \
+            || die "dsp-reconstruct failed (see the message above)"
+          tail -n 1 "$row/reconstruct.txt" | sed 's/^/  /'
+        else
+          teacher=()
+          [[ $op == kd ]] && teacher=(--teacher "$BASE")
+          bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$source_ckpt" \
+            --save-dir "$row" --max-update "$FT_UPDATES" --preset "$PRESET" --seed "$SEED" \
+            "${teacher[@]}" --train-args "$TRAIN_ARGS"
+        fi
         ckpt=$row/pruned.pt ;;
       dsp|dsp-ref|dsp-st|ste|hard-concrete)
         gate=$m schedule=pipelined
         [[ $m == dsp-ref ]] && gate=dsp schedule=reference
-        bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
+        bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" --recovery none \
           --gate-type "$gate" --schedule "$schedule" --save-dir "$row" --preset "$PRESET" --l0-penalty "$L0" \
           --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" \
           --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS"
@@ -151,7 +190,7 @@ for m in "${METHOD_LIST[@]}"; do
         # iterative importance: its own scores per K (heads masked step by step down to K)
         [[ $m == importance-iter ]] && scores=$row/importance.json imp="$IMP_ARGS --iterative --heads-to-keep $k"
         bash "$RECIPES/prune-importance.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
-          --output "$row/pruned.pt" --scores "$scores" --importance-args "$imp" "${opts[@]}"
+          --output "$row/pruned.pt" --scores "$scores" --importance-args "$imp" --recovery none "${opts[@]}"
         ckpt=$row/pruned.pt report=$row/pruned.strip.txt ;;
     esac
     bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$ckpt" --out "$row/eval" \
