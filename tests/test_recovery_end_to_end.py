@@ -26,7 +26,7 @@ def base(corpus, tmp_path_factory):
 
 
 def valid_loss(corpus, ckpt) -> float:
-    proc = run(BIN / "fairseq-validate", corpus, "--user-dir", PLUGIN, "--path", ckpt,
+    proc = run(BIN / "fairseq-validate", corpus, "--user-dir", PLUGIN, "--path", ckpt, "--task", "translation",
                "--valid-subset", "valid", "--max-tokens", "2000", "--cpu")  # fmt: skip
     found = re.findall(r"\| loss ([0-9.]+)", proc.stdout + proc.stderr)
     assert found, proc.stdout[-2000:] + proc.stderr[-2000:]
