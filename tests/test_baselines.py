@@ -60,7 +60,8 @@ def run(*cmd, check=True):
 def train(data, save_dir, *extra, arch="transformer_dsp", updates=8, user_dir=True):
     """fairseq-train, a few updates, logging every update; returns stdout+stderr."""
     proc = run(
-        BIN / "fairseq-train", data, *(["--user-dir", ROOT / "dsp_fairseq"] if user_dir else []),
+        BIN / "fairseq-train", data,
+        *(["--user-dir", ROOT / "dsp_fairseq", "--task", "translation_dsp"] if user_dir else []),
         "--arch", arch, *SHAPE, "--optimizer", "adam", "--lr", "2e-3",
         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4", "--max-tokens", "1500",
         "--max-update", str(updates), "--save-dir", save_dir, "--no-epoch-checkpoints",
@@ -290,7 +291,9 @@ def test_gates_only_leaves_every_non_gate_parameter_bit_identical(stock, pipelin
     assert "checkpoint has no gate logits: initialising 24 gates" in pipeline["gates_log"]
     before = load_checkpoint(str(stock))["model"]
     after = load_checkpoint(str(pipeline["gates"]))["model"]
-    assert set(after) == set(before) | {"head_gate.logits"}  # strict load lost nothing
+    gate_keys = {"head_gate.logits", "head_gate.adam_step", "head_gate.adam_exp_avg",
+                 "head_gate.adam_exp_avg_sq"}  # the logits and their Adam moments  # fmt: skip
+    assert set(after) == set(before) | gate_keys  # strict load lost nothing
     for key, value in before.items():
         assert torch.equal(after[key], value), key
     assert len(train_inner(pipeline["gates_log"])) == 8
