@@ -51,6 +51,13 @@ LABELS = {
 }
 
 
+# results-sweep-NAME.json files of selection variants -> row label
+VARIANTS = {
+    "results-sweep-gatekd.json": "pipelined DSP, gates trained on KL to the unpruned model",
+    "results-sweep-gateop.json": "pipelined DSP, gates trained with the output projections",
+}
+
+
 def load(path: str):
     if not os.path.isfile(path):
         return None
@@ -62,6 +69,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "converged"))
     parser.add_argument("--splice", action="append", default=[], metavar="FILE")
+    parser.add_argument(
+        "--marker",
+        default="converged",
+        help="splice between <!-- MARKER-table --> / <!-- MARKER-goals --> (default converged)",
+    )
     args = parser.parse_args()
     rows = load(os.path.join(args.dir, "results.json")) or []
     base = load(os.path.join(args.dir, "baseline.json"))
@@ -85,6 +97,16 @@ def main() -> int:
                 seeds.setdefault((r["method"], int(r["heads_to_keep"])), []).append(
                     float(r["sacrebleu"])
                 )
+    for name, label in VARIANTS.items():  # selection variants (issue 17, item 3)
+        for r in load(os.path.join(args.dir, name)) or []:
+            method = f"{name}:{r['method']}"
+            LABELS.setdefault(
+                method, label + (" + reconstruct" if r["method"].endswith("+rec") else "")
+            )
+            cells[(method, int(r["heads_to_keep"]))] = (
+                float(r["sacrebleu"]),
+                None if r.get("valid_sacrebleu") is None else float(r["valid_sacrebleu"]),
+            )
     ks = [18, 36, 9]
     out = [
         f"Unpruned (72 heads): **{base['sacrebleu']:.2f}** sacreBLEU on test_2016"
@@ -115,10 +137,12 @@ def main() -> int:
             )
     if spread:
         out += ["", "| method | K | seeds | mean | min-max |", "|---|---:|---:|---:|---|", *spread]
-    pick = load(os.path.join(args.dir, "pick-k", "pick.json"))
+    pick = load(os.path.join(args.dir, "pick-k-rec", "pick.json"))
     goals = goal_lines(cells, seeds, float(base["sacrebleu"]), pick)
     for path in args.splice:
-        splice(path, {"converged-table": "\n".join(out), "converged-goals": "\n".join(goals)})
+        splice(
+            path, {f"{args.marker}-table": "\n".join(out), f"{args.marker}-goals": "\n".join(goals)}
+        )
     if not args.splice:
         print("\n".join(out + [""] + goals))
     return 0

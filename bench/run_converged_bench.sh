@@ -8,14 +8,17 @@
 # speed-up for every stripped model; the K that dsp-pick-k picks at 0.5 BLEU; DSP trained
 # jointly from the converged model at K = 18 (an experiment on the fine-tune gap).
 #
-#   bash bench/run_converged_bench.sh [--work DIR] [--stage baseline|all] [--baseline-epochs N]
+#   bash bench/run_converged_bench.sh [--work DIR] [--stage baseline|publish|all] [--baseline-epochs N]
 #                                     [--baseline CKPT --data DIR] [--train-baseline]
+#                                     [--out DIR]
 #
 # --baseline CKPT --data DIR  use this trained baseline and the prepared corpus it was
 #                      trained on (bin/, spm/, raw/) instead of training one (70 min). Default:
 #                      ../shared/data/multi30k-base72/{checkpoint.pt,data} beside the
 #                      repository when present (the baseline every table of bench/RESULTS.md
 #                      uses); --train-baseline trains one in WORK/baseline instead
+# --out DIR            where tables and logs are published (default bench/converged; the
+#                      recovery table of bench/RESULTS.md is bench/recovery)
 # --baseline-epochs N  stop the baseline after N epochs even if validation still improves
 #                      (default 80: in practice early stopping, patience 5, decides)
 #
@@ -37,7 +40,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$ROOT/work/converged STAGE=all EPOCHS=80 SHARED=$ROOT/../shared/data/multi30k-base72
-BASE="" DATA="" TRAIN_BASELINE=0
+BASE="" DATA="" TRAIN_BASELINE=0 OUT=$ROOT/bench/converged
 while [[ $# -gt 0 ]]; do
   case $1 in
     --work) WORK=$2; shift 2 ;;
@@ -46,12 +49,12 @@ while [[ $# -gt 0 ]]; do
     --baseline) BASE=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --train-baseline) TRAIN_BASELINE=1; shift ;;
+    --out) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_converged_bench.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
 done
 RECIPES=$ROOT/examples/translation
-OUT=$ROOT/bench/converged
 mkdir -p "$WORK" "$OUT"
 timed() {  # timed LABEL CMD...: run, append the wall time, copy what exists to bench/
   local label=$1 start=$SECONDS
@@ -70,8 +73,15 @@ publish() {
     [[ -f $WORK/sweep/$f ]] && cp "$WORK/sweep/$f" "$OUT/"
   done
   [[ -f $WORK/fairseq-prune/results.json ]] && cp "$WORK/fairseq-prune/results.json" "$OUT/fairseq_prune.json"
-  for f in "$WORK"/sweep-seed*/results.json; do
+  for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json; do
     [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
+  done
+  local pick
+  for pick in pick-k pick-k-rec; do
+    if [[ -f $WORK/$pick/pick.json ]]; then
+      mkdir -p "$OUT/$pick"
+      cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
+    fi
   done
   if [[ -f $OUT/baseline.json ]]; then
     python "$ROOT/bench/converged_report.py" --dir "$OUT" > "$OUT/table.md.tmp" && mv "$OUT/table.md.tmp" "$OUT/table.md"
@@ -103,6 +113,9 @@ else
   [[ $STAGE == baseline ]] && exit 0
 fi
 
+# --stage publish: only copy what exists to OUT and remake its table
+[[ $STAGE == publish ]] && { publish; exit 0; }
+
 # 2. the table: every method x K, test and valid BLEU. Rows in the order of importance, so
 # that an interrupted run has the table's core: DSP (default and reference schedules) against
 # importance and fairseq's removal at H/4, and both fine-tuned, then H/2 and H/8, then the
@@ -126,9 +139,8 @@ done
 timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concrete+ft
 
 # 4. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
-timed pick-k dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k" --tolerance 0.5
-mkdir -p "$OUT/pick-k"
-cp "$WORK/pick-k/pick.json" "$WORK/pick-k/pick.md" "$WORK/pick-k/frontier.png" "$OUT/pick-k/"
+# (with the default recovery, reconstruction, since issue 17; pick-k/ was --recovery none)
+timed pick-k dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-rec" --tolerance 0.5
 
 # 5. joint DSP at K = 18, as many updates as the baseline made
 # (the shared baseline holds its best checkpoint only: its update count, 2,565 of 2,700)

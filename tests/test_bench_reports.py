@@ -68,7 +68,10 @@ def test_converged_report_table(tmp_path):
     table_part = text.split("<!-- converged-table -->")[1].split("<!-- /converged-table -->")[0]
     goals_part = text.split("<!-- converged-goals -->")[1].split("<!-- /converged-goals -->")[0]
     assert "| pipelined DSP (default schedule) | 24.09 (24.17)" in table_part
-    assert "| goal |" not in table_part and "| goal | measured | met |" in goals_part
+    assert (
+        "| goal |" not in table_part
+        and "| goal (issue 17: with recovery) | measured | met |" in goals_part
+    )
 
 
 def _ct2_result(dsp_seeds, importance, fairseq_choice, int8_speed, identical=1000):
@@ -138,3 +141,47 @@ def test_ct2_bench_script_refuses_a_missing_baseline_and_writes_nothing(tmp_path
     assert proc.returncode == 1
     assert "dict.en.txt is missing; train the converged baseline first" in proc.stderr
     assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
+
+
+def test_converged_report_recovery_rows_and_goals(tmp_path):
+    def row(method, k, test, valid=None):
+        return {"method": method, "heads_to_keep": k, "sacrebleu": test, "valid_sacrebleu": valid}
+
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.0}))
+    (tmp_path / "results.json").write_text(json.dumps([
+        row("dsp+rec", 36, 38.5, 39.0), row("dsp+rec", 18, 33.0),
+        row("importance+rec", 36, 38.0), row("importance+rec", 18, 34.0),
+        row("dsp+rec+kd", 36, 39.8),
+    ]))  # fmt: skip
+    (tmp_path / "fairseq_prune.json").write_text(json.dumps([
+        {"k": 36, "layout": None, "sacrebleu": 22.0},
+        {"k": 36, "layout": None, "sacrebleu": 30.0, "reconstruct": True},
+    ]))  # fmt: skip
+    (tmp_path / "results-sweep-gatekd.json").write_text(json.dumps([row("dsp+rec", 18, 31.0)]))
+    (tmp_path / "pick-k-rec").mkdir()
+    (tmp_path / "pick-k-rec/pick.json").write_text(
+        json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "reconstruct"})
+    )
+    out = subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    lines = out.splitlines()
+    assert "| pipelined DSP + reconstruct | 33.00 | 38.50 (39.00) |  |" in lines
+    assert "| fairseq `_adaptive_prune_heads` |  | 22.00 |  |" in lines
+    assert "| fairseq `_adaptive_prune_heads` + reconstruct |  | 30.00 |  |" in lines
+    assert any(
+        line.startswith("| pipelined DSP, gates trained on KL to the unpruned model + reconstruct")
+        and "31.00" in line
+        for line in lines
+    )
+    goal = next(line for line in lines if line.startswith("| retraining-free: DSP + reconstruct"))
+    assert "H/2: 38.50, 1.50 below (limit 2.0)" in goal and "H/4: 33.00, 7.00 below" in goal
+    assert goal.endswith("| **not met** |")
+    pick = next(line for line in lines if "removes at least a third" in line)
+    assert "K = 45 (27 of 72 heads removed" in pick and pick.endswith("| met |")
+    versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))
+    assert "H/4: -1.00 vs head importance, one-shot + reconstruct" in versus
+    assert versus.endswith("**not met** |")
+    kd = next(line for line in lines if line.startswith("| distilled fine-tune"))
+    assert "H/2: 39.80, 0.20 below (limit 0.3)" in kd and "H/4: not run" in kd

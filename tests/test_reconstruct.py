@@ -218,3 +218,24 @@ def test_strip_reconstruct_needs_data(tmp_path):
                "--data", tmp_path, "--output", tmp_path / "y.pt", "--ridge", "-1", check=False)  # fmt: skip
     assert proc.returncode == 2 and "--ridge" in proc.stderr
     assert not (tmp_path / "y.pt").exists()
+
+
+# -- selection that sees the recovery: gates trained with the output projections ------------
+
+
+def test_train_gates_with_unfreezes_only_the_named_parameters():
+    task = tiny_task()
+    cfg = fairseq_cfg(
+        "--train-gates-only", "--train-gates-with", "out_proj", "--heads-to-keep", "6"
+    )
+    model = task.build_model(cfg.model)
+    trained = {  # (the gate's zero-element trainer anchor aside: translation_dsp's business)
+        n for n, p in model.named_parameters() if p.requires_grad and not n.startswith("head_gate.")
+    }
+    assert trained and all(".out_proj." in n for n in trained)
+    assert len(trained) == 2 * len(list(model.attention_modules()))  # weight and bias each
+    for bad, message in ((["--train-gates-with", "nope"], "no parameter"),
+                         ([], "needs --train-gates-only")):  # fmt: skip
+        flags = ["--train-gates-only", *bad] if bad else ["--train-gates-with", "out_proj"]
+        with pytest.raises(ValueError, match=message):
+            task.build_model(fairseq_cfg(*flags, "--heads-to-keep", "6").model)

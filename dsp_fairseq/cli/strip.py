@@ -76,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="with --reconstruct: the fairseq binaries folder the model was trained on",
     )
+    parser.add_argument(
+        "--unpruned",
+        metavar="CKPT",
+        help="with --reconstruct: the unpruned model to reproduce (default: the input with "
+        "all its heads; give the base when the input's weights were trained with its gates, "
+        "e.g. --train-gates-with)",
+    )
     add_reconstruction_options(parser)
     return parser
 
@@ -99,8 +106,8 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             "--reconstruct needs --data DIR: the fairseq binaries folder the model was trained "
             "on (its train split is the calibration data)"
         )
-    if args.data and not args.reconstruct:
-        parser.error("--data is only used with --reconstruct")
+    if (args.data or args.unpruned) and not args.reconstruct:
+        parser.error("--data and --unpruned are only used with --reconstruct")
 
 
 def chosen_heads(args: argparse.Namespace, state: dict):
@@ -171,7 +178,8 @@ def main(argv=None) -> int:
             )
         rec_report = None
         if args.reconstruct:
-            new_state, rec_report = run_reconstruction(args, new_state, state, "dsp-strip")
+            teacher = state if args.unpruned is None else load_checkpoint(args.unpruned)
+            new_state, rec_report = run_reconstruction(args, new_state, teacher, "dsp-strip")
         save_checkpoint_atomic(new_state, args.output, mode_like=args.input)
     except CheckpointError as err:
         print(f"dsp-strip: error: {err}", file=sys.stderr)

@@ -33,6 +33,7 @@ DSP_DEFAULTS = {
     "heads_per_attention": None,
     "stripped_heads": None,
     "train_gates_only": False,
+    "train_gates_with": None,
     "freeze_gates": False,
 }
 
@@ -78,6 +79,11 @@ class TransformerDSPModel(TransformerModel):
                                  "pipelined setting) or joint (default otherwise)")
         parser.add_argument("--train-gates-only", action="store_true", default=None,
                             help="freeze every parameter except the gate logits (pipelined pruning)")
+        parser.add_argument("--train-gates-with", type=str, metavar="NAMES",
+                            help="with --train-gates-only: also train the parameters whose "
+                                 "names contain one of these comma-separated strings, e.g. "
+                                 "out_proj (the gate then chooses heads whose loss the output "
+                                 "projections can make up for)")
         parser.add_argument("--freeze-gates", action="store_true", default=None,
                             help="freeze the gate logits and train with the fixed test mask "
                                  "(fine-tuning phase of pipelined pruning)")
@@ -146,8 +152,16 @@ class TransformerDSPModel(TransformerModel):
         self.decoder.attach_gate(self.head_gate)
         if args.train_gates_only:
             # The gate's logits are not parameters (the translation_dsp task trains them).
-            for param in self.parameters():
-                param.requires_grad_(False)
+            also = [n.strip() for n in (args.train_gates_with or "").split(",") if n.strip()]
+            for name, param in self.named_parameters():
+                param.requires_grad_(any(a in name for a in also))
+            if also and not any(p.requires_grad for p in self.parameters()):
+                raise ValueError(
+                    f"--train-gates-with {args.train_gates_with}: no parameter "
+                    "name contains it (e.g. out_proj, fc2)"
+                )
+        elif args.train_gates_with:
+            raise ValueError("--train-gates-with needs --train-gates-only")
         if args.freeze_gates:
             self.head_gate.freeze()
         logger.info(

@@ -74,6 +74,7 @@ need_data "$DATA"
 need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
 recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS"
+[[ $RECOVERY == reconstruct ]] && RECOVER+=(--unpruned "$BASE")  # the frozen model itself
 preset_args "$PRESET" optim
 case $SCHEDULE in
   pipelined) SCHEDULE_ARGS=(--max-tokens 1024) ;;  # 4x the updates of the preset's batches
