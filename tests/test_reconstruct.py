@@ -91,8 +91,8 @@ def _outputs(model, samples):
         return [model(**s["net_input"])[0] for s in samples]
 
 
-@pytest.mark.parametrize("target", ["output", "residual"])
-def test_duplicate_head_is_reconstructed_exactly(target):
+@pytest.mark.parametrize("target,ffn", [("output", False), ("residual", False), ("residual", True)])
+def test_duplicate_head_is_reconstructed_exactly(target, ffn):
     """Head 1 of every attention copies head 0: removing it, the refit doubles head 0's
     output columns, which gives the unpruned model's output again, to float tolerance."""
     torch.manual_seed(0)
@@ -111,12 +111,17 @@ def test_duplicate_head_is_reconstructed_exactly(target):
     samples = [batch(task, n=6, seed=s) for s in range(3)]
     want = _outputs(teacher, samples)
     assert max((a - b).abs().max() for a, b in zip(_outputs(student, samples), want)) > 1e-3
-    report = reconstruct(student, teacher, lambda: samples, ridge=0.0, target=target)
+    report = reconstruct(student, teacher, lambda: samples, ridge=0.0, target=target, refit_ffn=ffn)
     got = _outputs(student, samples)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, atol=2e-4, rtol=1e-4)
-    assert [r.prefix for r in report.slots] == forward_order(student)
-    assert all(r.error_after < 1e-8 < r.error_before for r in report.slots)
+    attn = [r for r in report.slots if not r.prefix.endswith(".fc2")]
+    assert [r.prefix for r in attn] == forward_order(student)
+    assert all(r.error_after < 1e-8 < r.error_before for r in attn)
+    # one FFN refit per block, after the block's last attention
+    ffns = [r.prefix for r in report.slots if r.prefix.endswith(".fc2")]
+    assert ffns == (["encoder.layers.0.fc2", "decoder.layers.0.fc2"] if ffn else [])
+    assert all(r.error_after < 1e-8 for r in report.slots)
 
 
 def test_forward_order_is_the_forward_pass():

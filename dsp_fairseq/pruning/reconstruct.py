@@ -264,10 +264,12 @@ def reconstruct(
         raise ValueError(f"the unpruned model has no attention {missing[0]}")
     report = ReconstructionReport(target=target, ridge=ridge, batches=0)
     jobs: List[Tuple[str, bool]] = []
-    for prefix in order:
+    for i, prefix in enumerate(order):
         _check_supported(_parent(student, prefix), prefix)
         jobs.append((prefix, False))
-        if refit_ffn:
+        layer = prefix.rsplit(".", 1)[0]
+        last_in_layer = i + 1 == len(order) or not order[i + 1].startswith(layer + ".")
+        if refit_ffn and last_in_layer:  # the block's FFN runs after all its attentions
             jobs.append((prefix, True))
     for i, (prefix, ffn) in enumerate(jobs):
         layer = _parent(student, prefix)
