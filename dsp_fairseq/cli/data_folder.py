@@ -94,9 +94,9 @@ def corpus_folder(option: str, path: str) -> Tuple[str, Optional[str]]:
     raise DataFolderError(f"{option} {path} has no {' or '.join(missing)}; give {CORPUS}")
 
 
-def missing_file(option: str, path: str, what: str) -> Optional[str]:
+def missing_file(option: str, path: str, what: str, kind: str = "checkpoint file") -> Optional[str]:
     """The one-line message for ``option path`` when no such file is there, else None."""
     if os.path.isfile(path):
         return None
-    state = "is a folder" if os.path.isdir(path) else "no such file"
+    state = "is a folder" if os.path.isdir(path) else f"no such {kind}"
     return f"{option} {path}: {state}; give {what}"
