@@ -75,52 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def task_config(state: dict, data: str):
-    """The checkpoint's task config with its data folder replaced by ``data``."""
-    from omegaconf import OmegaConf
-
-    from ..checkpoint_io import CheckpointError
-
-    cfg = state.get("cfg")
-    task = cfg.get("task") if isinstance(cfg, dict) else None
-    if task is None and state.get("args") is not None:
-        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-        task = convert_namespace_to_omegaconf(state["args"]).task
-    if task is None:
-        raise CheckpointError("checkpoint has no task configuration (cfg.task)")
-    if isinstance(task, argparse.Namespace):
-        task = vars(task)
-    task = OmegaConf.create(OmegaConf.to_container(task) if OmegaConf.is_config(task) else task)
-    task.data = data
-    return task
-
-
 def load_model_and_task(path: str, data: str):
     """The checkpoint's model built as ``transformer_dsp`` (strict load), its task and
     its own saved model config."""
-    from fairseq import tasks
-
-    from ..checkpoint_io import CheckpointError, load_checkpoint, model_args
-    from ..models.stock import dsp_model_args
+    from ..checkpoint_io import load_checkpoint, model_args
+    from ..checkpoint_models import model_from_state, setup_task
 
     state = load_checkpoint(path)
-    args = dsp_model_args(model_args(state))
-    if not os.path.isdir(data):
-        raise CheckpointError(f"--data {data}: no such folder")
-    try:
-        task = tasks.setup_task(task_config(state, data))
-    except Exception as err:  # fairseq raises bare Exceptions for unusable data folders
-        raise CheckpointError(f"--data {data}: cannot set up the checkpoint's task: {err}") from err
-    model = task.build_model(args)
-    try:
-        model.load_state_dict(state["model"], strict=True, model_cfg=args)
-    except RuntimeError as err:
-        raise CheckpointError(
-            f"{path}: the weights do not fit the model built from its config and the "
-            f"dictionaries in {data} (same data folder as in training?): {err}"
-        ) from err
-    return model, task, model_args(state)
+    task, _ = setup_task(state, data)
+    return model_from_state(state, task, path), task, model_args(state)
 
 
 def batch_factory(task, model, subset: str, max_tokens: int, max_batches, device):

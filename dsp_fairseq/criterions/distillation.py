@@ -65,21 +65,14 @@ def distillation_kl(
 
 def load_teacher(path: str, task):
     """The teacher checkpoint as a frozen ``transformer_dsp`` model on ``task``'s dictionaries."""
-    from ..checkpoint_io import CheckpointError, load_checkpoint, model_args
-    from ..models.stock import dsp_model_args
+    from ..checkpoint_io import CheckpointError, load_checkpoint
+    from ..checkpoint_models import model_from_state
 
     try:
-        state = load_checkpoint(path)
-        args = dsp_model_args(model_args(state))
+        model = model_from_state(load_checkpoint(path), task, f"--teacher {path}")
     except CheckpointError as err:
-        raise ValueError(f"--teacher {path}: {err}") from err
-    model = task.build_model(args)
-    try:
-        model.load_state_dict(state["model"], strict=True, model_cfg=args)
-    except RuntimeError as err:
         raise ValueError(
-            f"--teacher {path}: its weights do not fit this task's dictionaries (a teacher "
-            f"trained on other data?): {str(err).splitlines()[0]}"
+            str(err) if str(err).startswith("--teacher") else f"--teacher {err}"
         ) from err
     model.eval()
     for p in model.parameters():

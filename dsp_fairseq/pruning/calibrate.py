@@ -10,16 +10,13 @@ batches, and returns a new stripped state that records what was done
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from itertools import islice
 from typing import Callable, Dict, List, Optional, Tuple
 
-import torch
-
 from ..checkpoint_io import CheckpointError, model_args
-from ..models.stock import dsp_model_args
+from ..checkpoint_models import model_from_state, setup_task
 from .reconstruct import ReconstructionReport, reconstruct
 from .strip import prunable_slots, strip_checkpoint
 
@@ -28,62 +25,6 @@ DEFAULT_BATCHES = 20
 DEFAULT_RIDGE = 1e-3
 DEFAULT_TARGET = "residual"
 DEFAULT_MAX_TOKENS = 4096
-
-
-def task_config(state: dict, data: str):
-    """The checkpoint's task config with its data folder replaced by ``data``."""
-    from omegaconf import OmegaConf
-
-    cfg = state.get("cfg")
-    task = cfg.get("task") if isinstance(cfg, dict) else None
-    if task is None and state.get("args") is not None:
-        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-        task = convert_namespace_to_omegaconf(state["args"]).task
-    if task is None:
-        raise CheckpointError("checkpoint has no task configuration (cfg.task)")
-    if isinstance(task, argparse.Namespace):
-        task = vars(task)
-    task = OmegaConf.create(OmegaConf.to_container(task) if OmegaConf.is_config(task) else task)
-    task.data = data
-    return task
-
-
-def setup_task(state: dict, data: str, option: str = "--data"):
-    """The checkpoint's fairseq task on the binarized data folder ``data``."""
-    from fairseq import tasks
-
-    if not os.path.isdir(data):
-        raise CheckpointError(
-            f"{option} {data}: no such folder; give the fairseq binaries folder "
-            "(fairseq-preprocess output: dict.*.txt, train.*.bin/.idx)"
-        )
-    if os.path.isdir(os.path.join(data, "bin")) and not any(
-        f.startswith("dict.") for f in os.listdir(data)
-    ):
-        data = os.path.join(data, "bin")  # a prepared corpus folder (prepare-multi30k.sh)
-    try:
-        return tasks.setup_task(task_config(state, data)), data
-    except Exception as err:  # fairseq raises bare Exceptions for unusable data folders
-        raise CheckpointError(
-            f"{option} {data}: not a fairseq binaries folder for this checkpoint's task "
-            f"(dict.*.txt, train.*.bin/.idx): {err}"
-        ) from err
-
-
-def model_from_state(state: dict, task, what: str, data: str) -> torch.nn.Module:
-    """``state``'s model built as ``transformer_dsp`` on ``task``'s dictionaries (strict)."""
-    args = dsp_model_args(model_args(state))
-    model = task.build_model(args)
-    try:
-        model.load_state_dict(state["model"], strict=True, model_cfg=args)
-    except RuntimeError as err:
-        raise CheckpointError(
-            f"{what}: the weights do not fit the model built from its config and the "
-            f"dictionaries in {data} (the data folder it was trained on?): "
-            f"{str(err).splitlines()[0]} ..."
-        ) from err
-    return model
 
 
 def calibration_batches(
@@ -155,8 +96,8 @@ def reconstruct_checkpoint(
         )
     teacher_state, _ = strip_checkpoint(base_state, kept=all_heads(base_state))
     task, data = setup_task(pruned_state, data)
-    student = model_from_state(pruned_state, task, "the pruned checkpoint", data)
-    teacher = model_from_state(teacher_state, task, "the unpruned checkpoint", data)
+    student = model_from_state(pruned_state, task, "the pruned checkpoint")
+    teacher = model_from_state(teacher_state, task, "the unpruned checkpoint")
     _check_same_model(student, teacher)
     start = time.time()
     batches = calibration_batches(task, student, num_batches, max_tokens, seed)
