@@ -17,6 +17,25 @@ import sys
 
 __version__ = "0.1.0"
 
+# A marker every checkpoint the plugin writes carries as its first entry (key PLUGIN_KEY).
+# fairseq 0.12 never loads the plugin a checkpoint needs, and torch's weights-only
+# unpickler names the first type it does not know: with this marker first, a stock
+# `fairseq-generate` without --user-dir stops with "Unsupported global: GLOBAL
+# dsp_fairseq.PLUGIN_NEEDED__..." (what to do) instead of "GLOBAL argparse.Namespace".
+# It is a class with no behaviour; the plugin allowlists it (safe_loading).
+PLUGIN_KEY = "dsp_fairseq_plugin"
+PLUGIN_HINT = (
+    "PLUGIN_NEEDED__load_with_fairseq_option_user_dir_set_to_output_of_command_dsp_user_dir"
+)
+globals()[PLUGIN_HINT] = type(
+    PLUGIN_HINT,
+    (),
+    {
+        "__module__": __name__,
+        "__doc__": 'Load this checkpoint with fairseq --user-dir "$(dsp-user-dir)".',
+    },
+)
+
 _registered = False
 
 

@@ -97,8 +97,16 @@ def save_checkpoint_atomic(
 
     The file gets the permission bits of ``mode_like`` (e.g. the input
     checkpoint) if given, else those of a newly created file (0666 less the
-    umask), not the 0600 of the temporary file.
+    umask), not the 0600 of the temporary file. The plugin's marker is written first
+    (``dsp_fairseq.PLUGIN_KEY``): without the plugin, torch's refusal then names it.
     """
+    import dsp_fairseq
+
+    hint = getattr(dsp_fairseq, dsp_fairseq.PLUGIN_HINT)
+    state = {
+        dsp_fairseq.PLUGIN_KEY: hint,
+        **{k: v for k, v in state.items() if k != dsp_fairseq.PLUGIN_KEY},
+    }
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CheckpointError(f"{path}: output folder {folder} does not exist")

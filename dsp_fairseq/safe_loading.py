@@ -25,7 +25,15 @@ from typing import List
 
 import torch
 
-SAFE_CHECKPOINT_GLOBALS = [argparse.Namespace]
+
+def _plugin_hint() -> type:
+    import dsp_fairseq
+
+    return getattr(dsp_fairseq, dsp_fairseq.PLUGIN_HINT)
+
+
+# argparse.Namespace: fairseq's pickled config; the plugin's marker (dsp_fairseq.PLUGIN_HINT).
+SAFE_CHECKPOINT_GLOBALS = [argparse.Namespace, _plugin_hint()]
 
 
 def broadcast_globals() -> List[object]:
