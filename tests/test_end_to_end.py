@@ -139,6 +139,23 @@ def test_training_logs_gate_metrics(trained):
     assert "gate_temperature" in log and "gate_khot_dist" in log
 
 
+def test_hub_interface_decodes_a_translation_dsp_checkpoint_without_new_options(corpus, trained):
+    """fairseq's hub interface sets up the task the checkpoint names (translation_dsp):
+    loaded for inference, the gate gets no optimizer, and it translates."""
+    from fairseq.models.transformer import TransformerModel
+
+    save, _ = trained
+    hub = TransformerModel.from_pretrained(
+        str(save), "checkpoint_last.pt", data_name_or_path=str(corpus / "bin")
+    )
+    assert type(hub.task).__name__ == "TranslationDSPTask"
+    gate = hub.models[0].head_gate
+    assert gate.optimizer is None and gate.anchor is None
+    words = hub.task.source_dictionary.symbols[hub.task.source_dictionary.nspecial :][:6]
+    assert isinstance(hub.translate(" ".join(words), beam=2), str)
+    assert int(gate.test_mask().sum()) == K
+
+
 def test_strip_then_generate_matches_masked(corpus, trained, tmp_path):
     save, _ = trained
     masked = save / "checkpoint_last.pt"
