@@ -11,6 +11,7 @@ from train_helpers import batch, fairseq_cfg, tiny_task
 from dsp_fairseq.checkpoint_io import CheckpointError, model_args
 from dsp_fairseq.pruning.calibrate import (
     DEFAULT_BATCHES,
+    DEFAULT_REFIT_FFN,
     DEFAULT_RIDGE,
     DEFAULT_TARGET,
     all_heads,
@@ -201,10 +202,11 @@ def test_bad_options_are_refused():
 def test_cli_defaults_are_the_library_defaults():
     from dsp_fairseq.cli import reconstruct as cli
 
-    assert (cli.DEFAULT_BATCHES, cli.DEFAULT_RIDGE, cli.DEFAULT_TARGET) == (
+    assert (cli.DEFAULT_BATCHES, cli.DEFAULT_RIDGE, cli.DEFAULT_TARGET, cli.DEFAULT_REFIT_FFN) == (
         DEFAULT_BATCHES,
         DEFAULT_RIDGE,
         DEFAULT_TARGET,
+        DEFAULT_REFIT_FFN,
     )
 
 

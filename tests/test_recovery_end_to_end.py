@@ -41,7 +41,9 @@ def test_reconstruction_lowers_the_validation_loss(corpus, base, tmp_path):
     proc = run("dsp-strip", "--input", base, "--output", rec, *select, "--reconstruct",
                "--data", corpus, "--calibration-batches", "4", "--calibration-max-tokens", "1000")  # fmt: skip
     assert "reconstruction: target residual" in proc.stdout
-    assert "[9/9] decoder.layers.2.encoder_attn" in proc.stderr  # progress on stderr
+    # progress on stderr: 9 attentions and 6 FFN output layers
+    assert "[14/15] decoder.layers.2.encoder_attn" in proc.stderr
+    assert "[15/15] decoder.layers.2.fc2" in proc.stderr
     state = load_checkpoint(str(rec))
     record = state["dsp_reconstruction"]
     assert record["calibration_batches"] == 4 and record["target"] == "residual"

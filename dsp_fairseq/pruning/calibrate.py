@@ -24,6 +24,7 @@ from .strip import prunable_slots, strip_checkpoint
 DEFAULT_BATCHES = 20
 DEFAULT_RIDGE = 1e-3
 DEFAULT_TARGET = "residual"
+DEFAULT_REFIT_FFN = True
 DEFAULT_MAX_TOKENS = 4096
 
 
@@ -75,7 +76,7 @@ def reconstruct_checkpoint(
     num_batches: int = DEFAULT_BATCHES,
     ridge: float = DEFAULT_RIDGE,
     target: str = DEFAULT_TARGET,
-    refit_ffn: bool = False,
+    refit_ffn: bool = DEFAULT_REFIT_FFN,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     seed: int = 1,
     progress: Optional[Callable[[str], None]] = None,
