@@ -55,6 +55,7 @@ LABELS = {
 VARIANTS = {
     "results-sweep-gatekd.json": "pipelined DSP, gates trained on KL to the unpruned model",
     "results-sweep-gateop.json": "pipelined DSP, gates trained with the output projections",
+    "results-sweep-gateopffn.json": "pipelined DSP, gates trained with out_proj and fc2",
 }
 
 

@@ -28,16 +28,16 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-# name -> reconstruct_checkpoint keyword arguments (the default first)
+# name -> reconstruct_checkpoint keyword arguments (variants of the attention-only refit,
+# then the FFN refit: N = 20, ridge 1e-3, residual target unless the setting says otherwise)
 SETTINGS = {
-    "default": {},
-    "output": {"target": "output"},
-    "ridge1e-2": {"ridge": 1e-2},
-    "ridge1e-4": {"ridge": 1e-4},
-    "ridge1e-1": {"ridge": 1e-1},
-    "n5": {"num_batches": 5},
-    "n50": {"num_batches": 50},
-    "ffn": {"refit_ffn": True},
+    "attention-only": {"refit_ffn": False},
+    "output": {"target": "output", "refit_ffn": False},
+    "ridge1e-2": {"ridge": 1e-2, "refit_ffn": False},
+    "ridge1e-4": {"ridge": 1e-4, "refit_ffn": False},
+    "n5": {"num_batches": 5, "refit_ffn": False},
+    "n50": {"num_batches": 50, "refit_ffn": False},
+    "ffn": {"refit_ffn": True},  # the default since this study
 }
 
 
@@ -55,13 +55,19 @@ def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
-    p.add_argument("--base", required=True)
-    p.add_argument("--pruned", required=True, help="NAME=PATH,... stripped models")
+    p.add_argument("--data", help="prepared corpus folder (bin/, spm/, raw/)")
+    p.add_argument("--base", help="the unpruned checkpoint")
+    p.add_argument("--pruned", default="", help="NAME=PATH,... stripped models")
     p.add_argument("--out", required=True)
     p.add_argument("--settings", default=",".join(SETTINGS))
     p.add_argument("--test", action="store_true", help="also score test_2016")
+    p.add_argument("--report", action="store_true", help="only print OUT/results.json as a table")
     args = p.parse_args()
+    if args.report:
+        print(study_table(json.load(open(os.path.join(args.out, "results.json")))))
+        return 0
+    if not (args.data and args.base and args.pruned):
+        p.error("--data, --base and --pruned are needed (or --report)")
     import dsp_fairseq  # noqa: F401
     from dsp_fairseq.checkpoint_io import load_checkpoint, save_checkpoint_atomic
     from dsp_fairseq.pruning.calibrate import reconstruct_checkpoint
@@ -106,6 +112,18 @@ def main() -> int:
                 json.dump(rows, f, indent=1)
             os.replace(table + ".tmp", table)
     return 0
+
+
+def study_table(rows) -> str:
+    """Valid sacreBLEU per model (rows) and setting (columns), the plain model first."""
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    settings = [s for s in SETTINGS if any(r["setting"] == s for r in rows)]
+    cell = {(r["model"], r["setting"]): r["valid_sacrebleu"] for r in rows}
+    lines = ["| model | " + " | ".join(settings) + " |", "|---" * (len(settings) + 1) + "|"]
+    for m in models:
+        values = [f"{cell[(m, s)]:.2f}" if (m, s) in cell else "" for s in settings]
+        lines.append(f"| {m} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
