@@ -609,12 +609,16 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(sweep, tmp_path):
     proc = run(
         "bash", RECIPES / "sweep.sh", "--data", work / "data",
         "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
-        "--methods", "random,random+ft", "--ks", "12", "--finetune-updates", "6", "--valid",
+        "--methods", "random,random+ft,random+rec,random+rec+kd", "--recovery", "none",
+        "--ks", "12", "--finetune-updates", "6", "--valid",
         "--train-args", TRAIN, "--gen-args", GEN, "--no-plots",
     )  # fmt: skip
     assert "fine-tune" in proc.stdout and "6 updates" in proc.stdout
     rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
-    assert set(rows) == {"random", "random+ft"}
+    # --recovery none: only the rows listed; suffixes chain (+rec+kd starts from +rec)
+    assert set(rows) == {"random", "random+ft", "random+rec", "random+rec+kd"}
+    kd_log = (out / "runs/random+rec+kd-k12/train.log").read_text()
+    assert "distilled from" in proc.stdout and "distill_kl" in kd_log
     for r in rows.values():
         assert r["heads_kept"] == 12 and 0 <= float(r["valid_sacrebleu"]) <= 100
     assert (out / "baseline.valid.json").is_file()
