@@ -52,11 +52,20 @@ LABELS = {
 
 
 # results-sweep-NAME.json files of selection variants -> row label
+# (file name prefixes: results-sweep-gateopffn36.json holds the same variant at K = 36)
 VARIANTS = {
-    "results-sweep-gatekd.json": "pipelined DSP, gates trained on KL to the unpruned model",
-    "results-sweep-gateop.json": "pipelined DSP, gates trained with the output projections",
-    "results-sweep-gateopffn.json": "pipelined DSP, gates trained with out_proj and fc2",
+    "results-sweep-gatekd": "pipelined DSP, gates trained on KL to the unpruned model",
+    "results-sweep-gateopffn": "pipelined DSP, gates trained with out_proj and fc2",
+    "results-sweep-gateop": "pipelined DSP, gates trained with the output projections",
 }
+
+
+def variant_of(name: str):
+    """(prefix, label) of the longest VARIANTS prefix of a file name, or None."""
+    for prefix in sorted(VARIANTS, key=len, reverse=True):
+        if name.startswith(prefix) and name.endswith(".json"):
+            return prefix, VARIANTS[prefix]
+    return None
 
 
 def load(path: str):
@@ -91,6 +100,16 @@ def main() -> int:
         if r.get("layout") is None and r.get("sacrebleu") is not None:
             name = "fairseq-removal+rec" if r.get("reconstruct") else "fairseq-removal"
             cells[(name, int(r["k"]))] = (float(r["sacrebleu"]), None)
+    for name in sorted(os.listdir(args.dir)):  # rows run beside the table (results-sweep-kdK)
+        if name.startswith("results-sweep-kd") and name.endswith(".json"):
+            for r in load(os.path.join(args.dir, name)) or []:
+                cells.setdefault(
+                    (r["method"], int(r["heads_to_keep"])),
+                    (
+                        float(r["sacrebleu"]),
+                        None if r.get("valid_sacrebleu") is None else float(r["valid_sacrebleu"]),
+                    ),
+                )
     seeds: dict = {}
     for name in sorted(os.listdir(args.dir)):
         if name.startswith("results-sweep-seed") and name.endswith(".json"):
@@ -98,9 +117,13 @@ def main() -> int:
                 seeds.setdefault((r["method"], int(r["heads_to_keep"])), []).append(
                     float(r["sacrebleu"])
                 )
-    for name, label in VARIANTS.items():  # selection variants (issue 17, item 3)
+    for name in sorted(os.listdir(args.dir)):  # selection variants (issue 17, item 3)
+        found = variant_of(name)
+        if found is None:
+            continue
+        prefix, label = found
         for r in load(os.path.join(args.dir, name)) or []:
-            method = f"{name}:{r['method']}"
+            method = f"{prefix}:{r['method']}"
             LABELS.setdefault(
                 method, label + (" + reconstruct" if r["method"].endswith("+rec") else "")
             )

@@ -73,7 +73,7 @@ publish() {
     [[ -f $WORK/sweep/$f ]] && cp "$WORK/sweep/$f" "$OUT/"
   done
   [[ -f $WORK/fairseq-prune/results.json ]] && cp "$WORK/fairseq-prune/results.json" "$OUT/fairseq_prune.json"
-  for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json; do
+  for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json "$WORK"/sweep-kd*/results.json; do
     [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
   done
   local pick
