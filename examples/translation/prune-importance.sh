@@ -14,7 +14,7 @@
 # --random  keep K heads drawn at random (seeded) instead.
 # --recovery  reconstruct (default, the best measured without training): refit the kept
 #           heads' output projections against the unpruned model on training batches
-#           (dsp-strip --reconstruct, about a minute); none: strip only
+#           (dsp-strip --reconstruct, a minute or two); none: strip only
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # Output: PRUNED.pt and PRUNED.strip.txt (dsp-strip's table). Existing outputs are kept.
 set -euo pipefail

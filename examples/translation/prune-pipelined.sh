@@ -29,7 +29,7 @@
 #                   python -m dsp_fairseq.recipes.pipelined_args (a sweep reuses them)
 # --recovery        reconstruct (default, the best measured without training): refit the
 #                   kept heads' output projections against the unpruned model on training
-#                   batches while stripping (dsp-strip --reconstruct, about a minute);
+#                   batches while stripping (dsp-strip --reconstruct, a minute or two);
 #                   none: strip only
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # --preset          optimisation settings (the learning rate only matters to the gates'
