@@ -333,6 +333,26 @@ def test_gated_and_stock_checkpoints_export(trained, corpus, tmp_path):
     assert len(_ct2_hypotheses(q, sources[:4], 5)) == 4
 
 
+def test_reconstructed_checkpoint_exports_like_fairseq(trained, corpus, tmp_path):
+    """A checkpoint refit by dsp-strip --reconstruct (new out_proj and fc2 weights, a padded
+    layout) exports and translates as fairseq-generate's model does."""
+    plain, rec = tmp_path / "plain.pt", tmp_path / "rec.pt"
+    select = ["--random", "--heads-to-keep", "20", "--seed", "3"]
+    run("dsp-strip", "--input", trained, "--output", plain, *select)
+    run("dsp-strip", "--input", trained, "--output", rec, *select, "--reconstruct",
+        "--data", corpus, "--calibration-batches", "2", "--calibration-max-tokens", "1000")  # fmt: skip
+    state = load_checkpoint(str(rec))
+    assert state["dsp_reconstruction"]["calibration_batches"] == 2
+    before = load_checkpoint(str(plain))["model"]
+    changed = [k for k, v in state["model"].items() if not torch.equal(v, before[k])]
+    assert any("out_proj" in k for k in changed) and any("fc2" in k for k in changed)
+    out = tmp_path / "ct2"
+    assert "padded layout" in _export(rec, out, corpus).stdout
+    for beam in (5, 1):
+        expected, sources = _fairseq_hypotheses(rec, corpus, beam)
+        assert_same(_ct2_hypotheses(out, sources, beam), expected)
+
+
 def _fairseq_greedy_attention(ckpt, corpus, n):
     """fairseq's greedy hypotheses and their attention (the alignment layer's, averaged over
     its heads: SequenceGenerator's ``hypo["attention"]``, source x target)."""
