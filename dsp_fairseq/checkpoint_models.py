@@ -73,3 +73,34 @@ def model_from_state(state: dict, task, what: str) -> torch.nn.Module:
             f"{str(err).splitlines()[0]}"
         ) from err
     return model
+
+
+def batch_epochs(task, model, subset: str, max_tokens: int, *, seed: int = 1,
+                 shuffle: bool = False, error: str = "--data"):  # fmt: skip
+    """``(epoch, dataset)``: ``epoch()`` is a fresh iterator over ``subset``'s batches.
+
+    fairseq's own batching (``task.get_batch_iterator``: its length filter, its order, its
+    shuffle under ``seed``), so the same batches come back on every call. A missing split
+    is a :class:`CheckpointError` that starts with ``error``.
+    """
+    from fairseq import utils
+
+    try:
+        task.load_dataset(subset, combine=False, epoch=1)
+    except FileNotFoundError as err:
+        raise CheckpointError(f"{error}: {err}") from err
+    dataset = task.dataset(subset)
+    max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+
+    def epoch():
+        return task.get_batch_iterator(
+            dataset=dataset,
+            max_tokens=max_tokens,
+            max_positions=max_positions,
+            ignore_invalid_inputs=True,
+            seed=seed,
+            num_workers=0,
+            disable_iterator_cache=True,
+        ).next_epoch_itr(shuffle=shuffle)
+
+    return epoch, dataset

@@ -90,26 +90,12 @@ def batch_factory(task, model, subset: str, max_tokens: int, max_batches, device
     """A function returning a fresh iterator over the same batches each call."""
     from fairseq import utils
 
-    from ..checkpoint_io import CheckpointError
+    from ..checkpoint_models import batch_epochs
 
-    try:
-        task.load_dataset(subset, combine=False, epoch=1)
-    except FileNotFoundError as err:
-        raise CheckpointError(f"--subset {subset}: {err}") from err
-    dataset = task.dataset(subset)
-    max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+    epoch, dataset = batch_epochs(task, model, subset, max_tokens, error=f"--subset {subset}")
 
     def batches():
-        itr = task.get_batch_iterator(
-            dataset=dataset,
-            max_tokens=max_tokens,
-            max_positions=max_positions,
-            ignore_invalid_inputs=True,
-            seed=1,
-            num_workers=0,
-            disable_iterator_cache=True,
-        ).next_epoch_itr(shuffle=False)
-        for sample in islice(itr, max_batches):
+        for sample in islice(epoch(), max_batches):
             if sample and device.type == "cuda":
                 sample = utils.move_to_cuda(sample)
             if sample:

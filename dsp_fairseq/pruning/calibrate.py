@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..checkpoint_io import CheckpointError, model_args
-from ..checkpoint_models import model_from_state, setup_task
+from ..checkpoint_models import batch_epochs, model_from_state, setup_task
 from .reconstruct import ReconstructionReport, reconstruct
 from .strip import prunable_slots, strip_checkpoint
 
@@ -42,23 +42,10 @@ def calibration_batches(
     of all sentence lengths, not the shortest ones; read once and kept, since
     they are used once per refit layer (N batches of ~``max_tokens`` tokens).
     """
-    from fairseq import utils
-
-    try:
-        task.load_dataset(subset, combine=False, epoch=1)
-    except FileNotFoundError as err:
-        raise CheckpointError(f"--data: no {subset} split: {err}") from err
-    dataset = task.dataset(subset)
-    max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
-    itr = task.get_batch_iterator(
-        dataset=dataset,
-        max_tokens=max_tokens,
-        max_positions=max_positions,
-        ignore_invalid_inputs=True,
-        seed=seed,
-        num_workers=0,
-        disable_iterator_cache=True,
-    ).next_epoch_itr(shuffle=True)
+    epoch, _ = batch_epochs(
+        task, model, subset, max_tokens, seed=seed, shuffle=True, error=f"--data: no {subset} split"
+    )
+    itr = epoch()
     samples = [s for s in islice(itr, num_batches) if s]
     if not samples:
         raise CheckpointError(f"--data: the {subset} split has no usable batch")
