@@ -161,6 +161,17 @@ def test_importance_refuses_a_wrong_data_folder(kind, corpus, pruned, tmp_path):
     assert not out.exists() and proc.stdout == ""
 
 
+def test_importance_refuses_to_overwrite_without_force(corpus, pruned, tmp_path):
+    out = tmp_path / "scores.json"
+    out.write_text("keep me")
+    cmd = [BIN / "dsp-importance", "--path", pruned, "--data", corpus, "--output", out,
+           "--max-batches", "1"]  # fmt: skip
+    one_line_error(run(*cmd, check=False), "dsp-importance", f"--output {out}", "--force")
+    assert out.read_text() == "keep me"
+    run(*cmd, "--force")
+    assert json.loads(out.read_text())["method"] == "michel2019"
+
+
 def test_pick_k_refuses_a_folder_that_is_not_a_prepared_corpus(corpus, pruned, tmp_path):
     out = tmp_path / "pick"
     alone = tmp_path / "binaries"  # fairseq binaries outside a prepared corpus

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--cpu", action="store_true", help="run on CPU even if CUDA is available")
     parser.add_argument("--output", required=True, help="where to write the scores (JSON)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace an existing --output (refused without it)"
+    )
     return parser
 
 
@@ -149,6 +152,10 @@ def main(argv=None) -> int:
             raise CheckpointError(f"--output {args.output}: folder {folder} does not exist")
         if os.path.exists(args.output) and os.path.samefile(args.output, args.path):
             raise CheckpointError("--output is the checkpoint itself; choose another path")
+        if os.path.exists(args.output) and not args.force:
+            raise CheckpointError(
+                f"--output {args.output} exists; pass --force to replace it or choose another path"
+            )
         model, task, saved_cfg = load_model_and_task(args.path, data)
         device = torch.device("cuda" if torch.cuda.is_available() and not args.cpu else "cpu")
         model.to(device)
