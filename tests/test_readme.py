@@ -22,11 +22,6 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_LABELS = {"", "bash", "sh", "shell"}
 FENCE = re.compile(r"^```(\S*)\s*$")
 
-# Unlabelled blocks that hold program output, not shell, in README sections this change may
-# not edit (the Results section belongs to the benchmark reports). Label such a block
-# ```text and remove its entry here: every other unlabelled block is checked as shell.
-OUTPUT_BLOCKS = {("README.md", "attention  layer   kept  heads kept")}
-
 # First words that are neither on the venv's PATH nor a file of this repository.
 SHELL_WORDS = {"cd", "export", "for", "do", "done", "if", "then", "fi", "while", "source", "."}
 
@@ -58,8 +53,7 @@ def shell_blocks() -> List[Block]:
     out = []
     for path in DOCS:
         for b in code_blocks(path):
-            first = b.text.splitlines()[0] if b.text.strip() else ""
-            if b.label in SHELL_LABELS and (path.name, first) not in OUTPUT_BLOCKS:
+            if b.label in SHELL_LABELS:  # program output is labelled ```text
                 out.append(b)
     return out
 
@@ -102,6 +96,10 @@ def test_every_shell_block_parses_and_names_commands(block):
     proc = subprocess.run(["bash", "-n"], input=block.text, capture_output=True, text=True)
     assert proc.returncode == 0, f"{block.path.name}:{block.line}: {proc.stderr}"
     unknown = [w for w in command_words(block.text) if not is_command(w)]
+    # usage notation ([--opt X]) is for --help texts: pasted, the brackets are arguments
+    optional = [line for line in block.text.splitlines()
+                if "[--" in line.split("#", 1)[0] and not line.lstrip().startswith("#")]  # fmt: skip
+    assert not optional, f"{block.path.name}:{block.line}: [--...] in a command: {optional}"
     assert not unknown, (
         f"{block.path.name}:{block.line}: not commands (a comment without '#'?): {unknown}"
     )
