@@ -8,6 +8,8 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 FAIRSEQ_SPEC ?= ve-fairseq==0.12.3
 STAMP := $(VENV)/.installed
+# test processes (pytest-xdist -n): auto = one per CPU core
+TEST_WORKERS ?= auto
 
 .PHONY: install demo test lint format bench bench-speed bench-quality bench-converged clean
 
@@ -26,10 +28,12 @@ $(STAMP): setup.py requirements.txt
 demo: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash scripts/demo_multi30k.sh
 
+# One pytest-xdist worker per core, a whole module per worker at a time (its fixtures are
+# built once); one thread each: the tests' tiny models gain nothing from a second thread.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

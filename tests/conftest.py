@@ -38,3 +38,26 @@ def write_multi30k_slice(dest: Path, train: int, valid: int, test: int) -> Path:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# The modules that take longest (bench: pytest --durations), first: under pytest-xdist's
+# --dist loadfile each module runs whole on one worker, so the long ones start at once and
+# the short ones fill in around them.
+LONGEST_FIRST = [
+    "test_recipes.py",
+    "test_recipes_from_baseline.py",
+    "test_ct2_export.py",
+    "test_recovery_end_to_end.py",
+    "test_baselines.py",
+    "test_robustness_distributed.py",
+    "test_end_to_end.py",
+    "test_stock_equivalence.py",
+    "test_cli_inputs.py",
+    "test_reconstruct.py",
+    "test_ddp_gate.py",
+]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a module

@@ -200,27 +200,35 @@ def test_bad_k_fails_before_training(corpus, tmp_path):
     assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
 
 
-def test_strip_refuses_bad_inputs(corpus, trained, tmp_path):
+def strip_in_process(capsys, *args) -> tuple:
+    """(exit code, stderr) of dsp-strip's main() in this process (no interpreter start-up)."""
+    from dsp_fairseq.cli.strip import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+def test_strip_refuses_bad_inputs(corpus, trained, tmp_path, capsys):
     save, _ = trained
     masked = save / "checkpoint_last.pt"
     digest = hashlib.sha256(masked.read_bytes()).hexdigest()
+    # the console script itself once; the other refusals through its main() in this process
     same = run(BIN / "dsp-strip", "--input", masked, "--output", masked, check=False)
     assert same.returncode == 2 and "never overwrites its input" in same.stderr
-    missing = run(
-        BIN / "dsp-strip", "--input", masked, "--output", tmp_path / "no" / "x.pt", check=False
-    )
-    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    code, err = strip_in_process(capsys, "--input", masked, "--output", tmp_path / "no" / "x.pt")
+    assert code == 2 and "does not exist" in err
     assert hashlib.sha256(masked.read_bytes()).hexdigest() == digest
 
     pruned = tmp_path / "pruned.pt"
-    run(BIN / "dsp-strip", "--input", masked, "--output", pruned)
-    again = run(BIN / "dsp-strip", "--input", pruned, "--output", tmp_path / "p2.pt", check=False)
-    assert again.returncode == 2 and "already stripped" in again.stderr
+    assert strip_in_process(capsys, "--input", masked, "--output", pruned)[0] == 0
+    code, err = strip_in_process(capsys, "--input", pruned, "--output", tmp_path / "p2.pt")
+    assert code == 2 and "already stripped" in err
 
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(masked.read_bytes()[:5000])
-    bad = run(BIN / "dsp-strip", "--input", truncated, "--output", tmp_path / "t.pt", check=False)
-    assert bad.returncode == 2 and "truncated or corrupt" in bad.stderr
+    code, err = strip_in_process(capsys, "--input", truncated, "--output", tmp_path / "t.pt")
+    assert code == 2 and "truncated or corrupt" in err
     assert not (tmp_path / "t.pt").exists()
 
 

@@ -10,7 +10,6 @@
 * the text helpers' pure functions (cleaning, splitting, BLEU, results table).
 """
 
-import copy
 import csv
 import gzip
 import io
@@ -594,108 +593,6 @@ def test_recipes_fail_clearly_on_missing_inputs(tmp_path, sweep):
         "bash", RECIPES / "train-dsp-joint.sh", "--data", data, "--save-dir", tmp_path, check=False
     )
     assert no_k.returncode == 1 and "--heads-to-keep is required" in no_k.stderr
-
-
-def test_finetune_rows_keep_the_heads_and_score_test_and_valid(sweep, tmp_path):
-    """METHOD+ft fine-tunes METHOD's stripped model with its heads fixed; --valid adds
-    the validation BLEU; the fine-tuned checkpoint loads in fairseq-generate."""
-    import torch
-
-    from dsp_fairseq.checkpoint_io import CheckpointError, load_checkpoint, model_args
-    from dsp_fairseq.recipes.finetuned_checkpoint import with_kept_heads
-
-    work, _ = sweep
-    out = tmp_path / "sw"
-    proc = run(
-        "bash", RECIPES / "sweep.sh", "--data", work / "data",
-        "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
-        "--methods", "random,random+ft,random+rec,random+rec+kd", "--recovery", "none",
-        "--ks", "12", "--finetune-updates", "6", "--valid",
-        "--train-args", TRAIN, "--gen-args", GEN, "--no-plots",
-    )  # fmt: skip
-    assert "fine-tune" in proc.stdout and "6 updates" in proc.stdout
-    rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
-    # --recovery none: only the rows listed; suffixes chain (+rec+kd starts from +rec)
-    assert set(rows) == {"random", "random+ft", "random+rec", "random+rec+kd"}
-    kd_log = (out / "runs/random+rec+kd-k12/train.log").read_text()
-    assert "distilled from" in proc.stdout and "distill_kl" in kd_log
-    for r in rows.values():
-        assert r["heads_kept"] == 12 and 0 <= float(r["valid_sacrebleu"]) <= 100
-    assert (out / "baseline.valid.json").is_file()
-    before = load_checkpoint(str(out / "runs/random-k12/pruned.pt"))
-    after = load_checkpoint(str(out / "runs/random+ft-k12/pruned.pt"))
-    assert model_args(after).stripped_heads == model_args(before).stripped_heads
-    assert int(after["extra_state"]["train_iterator"]["iterations_in_epoch"]) > 0
-    shapes = {k: v.shape for k, v in before["model"].items()}
-    assert {k: v.shape for k, v in after["model"].items()} == shapes  # same heads, no gate
-    moved = [k for k in shapes if not torch.equal(before["model"][k], after["model"][k])]
-    assert any("self_attn.q_proj" in k for k in moved)  # the weights were trained
-    assert len((out / "runs/random+ft-k12/eval/hyp.detok.en").read_text().splitlines()) == N_TEST
-    # the fine-tuned model keeps dsp-strip's record of the original head indices, so the
-    # sweep's head maps draw it (fairseq-train alone drops the record)
-    assert after["dsp_kept_heads"] == before["dsp_kept_heads"]
-    run(sys.executable, "-m", "dsp_fairseq.plots.report", "--sweep", out)
-    assert (out / "plots/heads-random+ft-k12.png").is_file()
-    with pytest.raises(CheckpointError, match="no 'dsp_kept_heads' record"):
-        with_kept_heads(after, {k: v for k, v in after.items() if k != "dsp_kept_heads"})
-    other = copy.deepcopy(before)
-    model_args(other).stripped_heads = "enc-self=4,4,4;dec-self=4,4,4;cross=4,4,4"
-    with pytest.raises(CheckpointError, match="are not the source's"):
-        with_kept_heads(after, other)
-    bad = run(
-        "bash", RECIPES / "sweep.sh", "--data", work / "data",
-        "--base", work / "baseline/checkpoint_best.pt", "--out", tmp_path / "sw2",
-        "--preset", "cpu-small", "--methods", "dsp+ft", "--ks", "12", "--no-plots",
-        "--gen-args", GEN, check=False,
-    )  # fmt: skip
-    assert bad.returncode == 1 and "list dsp before dsp+ft" in bad.stderr
-
-
-def test_smallest_passing_bisects_the_candidates():
-    from dsp_fairseq.cli.pick_k import default_candidates, smallest_passing
-
-    asked = []
-
-    def at_least(threshold):
-        def passes(k):
-            asked.append(k)
-            return k >= threshold
-
-        return passes
-
-    ks = default_candidates(72)
-    assert ks == [9, 18, 27, 36, 45, 54, 63]
-    for threshold, expected in [(1, 9), (20, 27), (63, 63), (64, None), (36, 36)]:
-        asked.clear()
-        assert smallest_passing(ks, at_least(threshold)) == expected
-        assert len(asked) <= 3 and len(set(asked)) == len(asked)  # log2(8) probes, no repeats
-
-
-def test_pick_k_end_to_end_strips_the_chosen_k(sweep, tmp_path):
-    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
-
-    work, _ = sweep
-    base = work / "baseline/checkpoint_best.pt"
-    common = ["dsp-pick-k", "--data", work / "data", "--base", base, "--out", tmp_path / "pk",
-              "--gate-args", f"{TRAIN} {GATE_ARGS}", "--gen-args", GEN]  # fmt: skip
-    # tolerance 100 BLEU: every K passes, so bisection goes down to the smallest candidate
-    proc = run(*common, "--ks", "6,12,24", "--tolerance", "100")
-    result = json.loads((tmp_path / "pk/pick.json").read_text())
-    assert result["chosen_k"] == 6 and [p["k"] for p in result["probes"]] == [6, 12]
-    assert result["total_heads"] == 36 and "probe 2 (at most 2): K = 6" in proc.stdout
-    assert "| 6 |" in (tmp_path / "pk/pick.md").read_text()
-    assert is_png(tmp_path / "pk/frontier.png") and is_svg(tmp_path / "pk/frontier.svg")
-    assert "heads kept: 6 of 36" in (tmp_path / "pk/runs/dsp-k6/strip.txt").read_text()
-    chosen = model_args(load_checkpoint(str(tmp_path / "pk/pruned.pt")))
-    assert chosen.stripped_heads
-    # rerun: every probe is reused (nothing retrained)
-    again = run(*common, "--ks", "6,12,24", "--tolerance", "100")
-    assert (
-        "pipelined pruning:" not in again.stdout
-        and json.loads((tmp_path / "pk/pick.json").read_text()) == result
-    )
-    bad = run(*common, "--ks", "6,99", check=False)
-    assert bad.returncode == 2 and "--ks must lie in [1, 36]" in bad.stderr
 
 
 def test_frontier_bench_times_every_stripped_row(sweep, tmp_path):

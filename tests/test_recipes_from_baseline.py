@@ -1,0 +1,132 @@
+"""The recipes that start from a trained baseline, run for real on tiny data: sweep.sh's
++rec / +rec+kd rows (finetune-pruned.sh, dsp-reconstruct) and dsp-pick-k end to end.
+
+A module of their own (with their own baseline, trained as reproduce.sh trains it in
+test_recipes.py), so that pytest-xdist runs them beside test_recipes.py's sweep.
+"""
+
+import copy
+import json
+import sys
+
+import pytest
+from conftest import write_multi30k_slice
+from test_recipes import GATE_ARGS, GEN, N_TEST, RECIPES, TINY_MODEL, TRAIN, is_png, is_svg, run
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    """A work folder with data/ and baseline/, made as reproduce.sh makes them."""
+    src = write_multi30k_slice(tmp_path_factory.mktemp("m30k_raw"), 400, 30, N_TEST)
+    work = tmp_path_factory.mktemp("work")
+    run("bash", RECIPES / "prepare-multi30k.sh", "--out", work / "data", "--vocab-size", "300",
+        "--src-dir", src)  # fmt: skip
+    run("bash", RECIPES / "train-baseline.sh", "--data", work / "data", "--save-dir",
+        work / "baseline", "--preset", "cpu-small", "--seed", "1", "--max-update", "30",
+        "--train-args", f"{TRAIN} {TINY_MODEL}")  # fmt: skip
+    return work
+
+
+def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_path):
+    """METHOD+ft fine-tunes METHOD's stripped model with its heads fixed (here after +rec:
+    suffixes chain); --valid adds the validation BLEU; the fine-tuned checkpoint loads in
+    fairseq-generate. (+kd, the same recipe with --teacher: test_recovery_end_to_end.py.)"""
+    import torch
+
+    from dsp_fairseq.checkpoint_io import CheckpointError, load_checkpoint, model_args
+    from dsp_fairseq.recipes.finetuned_checkpoint import with_kept_heads
+
+    work = baseline
+    out = tmp_path / "sw"
+    proc = run(
+        "bash", RECIPES / "sweep.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
+        "--methods", "random,random+rec,random+rec+ft", "--recovery", "none",
+        "--ks", "12", "--finetune-updates", "6", "--valid",
+        "--train-args", TRAIN, "--gen-args", GEN, "--no-plots",
+    )  # fmt: skip
+    assert "fine-tune" in proc.stdout and "6 updates" in proc.stdout
+    rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
+    # --recovery none: only the rows listed; suffixes chain (+rec+ft starts from +rec)
+    assert set(rows) == {"random", "random+rec", "random+rec+ft"}
+    ft_log = (out / "runs/random+rec+ft-k12/train.log").read_text()
+    assert "distilled from" not in proc.stdout and "distill_kl" not in ft_log  # no --teacher
+    for r in rows.values():
+        assert r["heads_kept"] == 12 and 0 <= float(r["valid_sacrebleu"]) <= 100
+    assert (out / "baseline.valid.json").is_file()
+    before = load_checkpoint(str(out / "runs/random+rec-k12/pruned.pt"))
+    after = load_checkpoint(str(out / "runs/random+rec+ft-k12/pruned.pt"))
+    assert model_args(after).stripped_heads == model_args(before).stripped_heads
+    assert int(after["extra_state"]["train_iterator"]["iterations_in_epoch"]) > 0
+    shapes = {k: v.shape for k, v in before["model"].items()}
+    assert {k: v.shape for k, v in after["model"].items()} == shapes  # same heads, no gate
+    moved = [k for k in shapes if not torch.equal(before["model"][k], after["model"][k])]
+    assert any("self_attn.q_proj" in k for k in moved)  # the weights were trained
+    assert (
+        len((out / "runs/random+rec+ft-k12/eval/hyp.detok.en").read_text().splitlines()) == N_TEST
+    )
+    # the fine-tuned model keeps dsp-strip's record of the original head indices, so the
+    # sweep's head maps draw it (fairseq-train alone drops the record)
+    assert after["dsp_kept_heads"] == before["dsp_kept_heads"]
+    run(sys.executable, "-m", "dsp_fairseq.plots.report", "--sweep", out)
+    assert (out / "plots/heads-random+rec+ft-k12.png").is_file()
+    with pytest.raises(CheckpointError, match="no 'dsp_kept_heads' record"):
+        with_kept_heads(after, {k: v for k, v in after.items() if k != "dsp_kept_heads"})
+    other = copy.deepcopy(before)
+    model_args(other).stripped_heads = "enc-self=4,4,4;dec-self=4,4,4;cross=4,4,4"
+    with pytest.raises(CheckpointError, match="are not the source's"):
+        with_kept_heads(after, other)
+    bad = run(
+        "bash", RECIPES / "sweep.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--out", tmp_path / "sw2",
+        "--preset", "cpu-small", "--methods", "dsp+ft", "--ks", "12", "--no-plots",
+        "--gen-args", GEN, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 1 and "list dsp before dsp+ft" in bad.stderr
+
+
+def test_smallest_passing_bisects_the_candidates():
+    from dsp_fairseq.cli.pick_k import default_candidates, smallest_passing
+
+    asked = []
+
+    def at_least(threshold):
+        def passes(k):
+            asked.append(k)
+            return k >= threshold
+
+        return passes
+
+    ks = default_candidates(72)
+    assert ks == [9, 18, 27, 36, 45, 54, 63]
+    for threshold, expected in [(1, 9), (20, 27), (63, 63), (64, None), (36, 36)]:
+        asked.clear()
+        assert smallest_passing(ks, at_least(threshold)) == expected
+        assert len(asked) <= 3 and len(set(asked)) == len(asked)  # log2(8) probes, no repeats
+
+
+def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    work = baseline
+    base = work / "baseline/checkpoint_best.pt"
+    common = ["dsp-pick-k", "--data", work / "data", "--base", base, "--out", tmp_path / "pk",
+              "--gate-args", f"{TRAIN} {GATE_ARGS}", "--gen-args", GEN]  # fmt: skip
+    # tolerance 100 BLEU: every K passes, so bisection goes down to the smallest candidate
+    proc = run(*common, "--ks", "6,12,24", "--tolerance", "100")
+    result = json.loads((tmp_path / "pk/pick.json").read_text())
+    assert result["chosen_k"] == 6 and [p["k"] for p in result["probes"]] == [6, 12]
+    assert result["total_heads"] == 36 and "probe 2 (at most 2): K = 6" in proc.stdout
+    assert "| 6 |" in (tmp_path / "pk/pick.md").read_text()
+    assert is_png(tmp_path / "pk/frontier.png") and is_svg(tmp_path / "pk/frontier.svg")
+    assert "heads kept: 6 of 36" in (tmp_path / "pk/runs/dsp-k6/strip.txt").read_text()
+    chosen = model_args(load_checkpoint(str(tmp_path / "pk/pruned.pt")))
+    assert chosen.stripped_heads
+    # rerun: every probe is reused (nothing retrained)
+    again = run(*common, "--ks", "6,12,24", "--tolerance", "100")
+    assert (
+        "pipelined pruning:" not in again.stdout
+        and json.loads((tmp_path / "pk/pick.json").read_text()) == result
+    )
+    bad = run(*common, "--ks", "6,99", check=False)
+    assert bad.returncode == 2 and "--ks must lie in [1, 36]" in bad.stderr
