@@ -73,6 +73,7 @@ publish() {
     [[ -f $WORK/sweep/$f ]] && cp "$WORK/sweep/$f" "$OUT/"
   done
   [[ -f $WORK/fairseq-prune/results.json ]] && cp "$WORK/fairseq-prune/results.json" "$OUT/fairseq_prune.json"
+  [[ -f $WORK/layout44/summary.txt ]] && cp "$WORK/layout44/summary.txt" "$OUT/layout44.txt"
   for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json "$WORK"/sweep-kd*/results.json; do
     [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
   done
@@ -155,13 +156,23 @@ timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-i
 # 6b. recovery (issue 17): reconstruction of fairseq's choice, distilled fine-tunes, seeds of
 # DSP + reconstruct (the +rec rows of the sweeps above come with their selection rows)
 timed fairseq-removal-rec python "$ROOT/bench/fairseq_prune_quality.py" --data "$DATA" --base "$BASE" \
-  --ks 18,36 --out "$WORK/fairseq-prune" --reconstruct
+  --ks 18,36,9 --layouts "4,4" --out "$WORK/fairseq-prune" --reconstruct
 timed rows-kd sweep_rows --ks 18,36,9 --methods dsp+rec+kd,importance+rec+kd,hard-concrete+rec+kd
 timed rows-kd-plain sweep_rows --ks 18 --methods dsp+kd,importance+kd
 for seed in 2 3; do
   timed "seed$seed-rec" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-seed$seed" --ks 18,36 \
     --seed "$seed" --methods dsp --no-plots
 done
+# the best rival's spread: head importance is deterministic (the same scores for every seed),
+# so its seeds are the reconstruction's calibration samples (--calibration-seed)
+for seed in 2 3; do
+  timed "seed$seed-importance-rec" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-seed${seed}i" \
+    --ks 36,18 --seed "$seed" --methods importance,importance+rec --recovery none --no-plots \
+    --reconstruct-args "--calibration-seed $seed"
+done
+# the uniform layout 4,4 of the CTranslate2 benchmark, DSP and importance, + reconstruct
+timed layout44-rec bash "$ROOT/bench/run_layout_recovery.sh" --baseline "$BASE" --data "$DATA" \
+  --work "$WORK/layout44"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
