@@ -48,6 +48,9 @@ LABELS = {
     "dsp+rec+kd": "pipelined DSP + reconstruct + distilled fine-tune",
     "importance+rec+kd": "head importance + reconstruct + distilled fine-tune",
     "hard-concrete+rec+kd": "Hard Concrete + reconstruct + distilled fine-tune",
+    # the same start without the teacher (plain fine-tune of the reconstructed model)
+    "dsp+rec+ft": "pipelined DSP + reconstruct + fine-tune",
+    "importance+rec+ft": "head importance + reconstruct + fine-tune",
 }
 
 
