@@ -5,7 +5,12 @@ import torch
 from fairseq.modules import MultiheadAttention
 
 from dsp_fairseq.modules.gated_multihead_attention import GatedMultiheadAttention
-from dsp_fairseq.pruning.surgery import head_feature_index, prune_attention_weights
+from dsp_fairseq.pruning.surgery import (
+    head_feature_index,
+    prune_attention_weights,
+    restore_columns,
+    select_columns,
+)
 
 
 class FixedMask(torch.nn.Module):
@@ -63,6 +68,21 @@ def test_prune_weights_is_pure_and_slices_heads():
     assert torch.equal(out["out_proj.weight"], w["out_proj.weight"][:, 8:12])
     assert torch.equal(out["out_proj.bias"], w["out_proj.bias"])
     assert h == 3
+
+
+def test_restore_columns_inverts_select_columns():
+    full = torch.randn(6, 4 * 3)
+    keep = [3, 1]
+    index = head_feature_index(keep, 3)
+    kept = torch.randn(6, 6)
+    new = restore_columns(full, kept, keep, 3)
+    assert torch.equal(select_columns(new, index), kept)  # the kept heads' columns: the new ones
+    others = head_feature_index([0, 2], 3)
+    assert torch.equal(select_columns(new, others), select_columns(full, others))
+    assert not torch.equal(full, new)  # pure: the input is unchanged
+    assert torch.equal(restore_columns(full, select_columns(full, index), keep, 3), full)
+    with pytest.raises(ValueError, match="does not fit"):
+        restore_columns(full, torch.randn(6, 3), keep, 3)
 
 
 @pytest.mark.parametrize("seed", range(8))

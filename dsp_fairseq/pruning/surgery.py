@@ -82,3 +82,21 @@ def prune_attention_projections(
     return {
         name: linear_from(pruned[f"{name}.weight"], pruned[f"{name}.bias"]) for name in projections
     }
+
+
+def restore_columns(full_weight: Tensor, kept_weight: Tensor, keep: HeadIndex, head_dim: int) -> Tensor:
+    """The inverse of :func:`select_columns` for heads: ``full_weight`` with the
+    columns of heads ``keep`` replaced by ``kept_weight``'s (in head order).
+
+    Used to write a refit of a stripped output projection back into the unstripped
+    model (alternating gate training and refits); the removed heads' columns stay.
+    """
+    index = head_feature_index(keep, head_dim)
+    if kept_weight.shape != (full_weight.shape[0], index.numel()):
+        raise ValueError(
+            f"a weight of {tuple(kept_weight.shape)} does not fit {index.numel() // max(head_dim, 1)} "
+            f"heads of {head_dim} features in a {tuple(full_weight.shape)} projection"
+        )
+    new = full_weight.clone()
+    new[:, index] = kept_weight.to(new.dtype)
+    return new
