@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -104,7 +105,11 @@ def main() -> int:
             name = "fairseq-removal+rec" if r.get("reconstruct") else "fairseq-removal"
             cells[(name, int(r["k"]))] = (float(r["sacrebleu"]), None)
     for name in sorted(os.listdir(args.dir)):  # rows run beside the table (results-sweep-kdK)
-        if name.startswith("results-sweep-kd") and name.endswith(".json"):
+        if (
+            name.startswith("results-sweep-kd")
+            and name.endswith(".json")
+            and kd_setting(name) is None
+        ):
             for r in load(os.path.join(args.dir, name)) or []:
                 cells.setdefault(
                     (r["method"], int(r["heads_to_keep"])),
@@ -134,6 +139,18 @@ def main() -> int:
                 float(r["sacrebleu"]),
                 None if r.get("valid_sacrebleu") is None else float(r["valid_sacrebleu"]),
             )
+    for name in sorted(
+        os.listdir(os.path.join(args.dir, "alternating"))
+        if os.path.isdir(os.path.join(args.dir, "alternating"))
+        else []
+    ):
+        r = load(os.path.join(args.dir, "alternating", name))  # bench/alternating_refits.py
+        method = f"alternating-r{r['rounds']}"
+        label = f"pipelined DSP, gate training alternated with {r['rounds'] - 1} refits"
+        LABELS.setdefault(method, label)
+        LABELS.setdefault(method + "+rec", label + " + reconstruct")
+        cells[(method, int(r["heads_to_keep"]))] = (r["stripped_test"], r["stripped_valid"])
+        cells[(method + "+rec", int(r["heads_to_keep"]))] = (r["rec_test"], r["rec_valid"])
     ks = [18, 36, 9]
     out = [
         f"Unpruned (72 heads): **{base['sacrebleu']:.2f}** sacreBLEU on test_2016"
@@ -164,6 +181,9 @@ def main() -> int:
             )
     if spread:
         out += ["", "| method | K | seeds | mean | min-max |", "|---|---:|---:|---:|---|", *spread]
+    settings = kd_settings(args.dir, cells)
+    if settings:
+        out += ["", *settings]
     pick = load(os.path.join(args.dir, "pick-k-rec", "pick.json"))
     goals = goal_lines(cells, seeds, float(base["sacrebleu"]), pick)
     if args.marker == "recovery":  # the recovery table: the issue-17 goals only
@@ -175,6 +195,37 @@ def main() -> int:
     if not args.splice:
         print("\n".join(out + [""] + goals))
     return 0
+
+
+def kd_setting(name: str):
+    """(weight, temperature) of a results-sweep-kdw{W}t{T}.json file name, else None."""
+    m = re.fullmatch(r"results-sweep-kdw([0-9.]+)t([0-9.]+)\.json", name)
+    return None if m is None else (float(m.group(1)), float(m.group(2)))
+
+
+def kd_settings(folder: str, cells: dict) -> list:
+    """The distillation weight/temperature table: dsp+rec+kd at K = 18 for each setting, the
+    default (0.5, 1: the table's row) and the plain fine-tune of the same start beside them."""
+    rows = []
+    if ("dsp+rec+kd", 18) in cells:
+        rows.append(((0.5, 1.0), cells[("dsp+rec+kd", 18)]))
+    for name in sorted(os.listdir(folder)):
+        wt = kd_setting(name)
+        for r in (load(os.path.join(folder, name)) or []) if wt else []:
+            if r["method"] == "dsp+rec+kd" and int(r["heads_to_keep"]) == 18:
+                rows.append((wt, (float(r["sacrebleu"]), float(r["valid_sacrebleu"]))))
+    if len(rows) < 2:
+        return []
+    lines = [
+        "| DSP + reconstruct, K = 18, fine-tuned 270 updates on | test | valid |",
+        "|---|---|---|",
+    ]
+    if ("dsp+rec+ft", 18) in cells:
+        test, valid = cells[("dsp+rec+ft", 18)]
+        lines.append(f"| labels only (plain fine-tune) | {test:.2f} | {valid:.2f} |")
+    for (w, t), (test, valid) in sorted(rows):
+        lines.append(f"| distillation weight {w:g}, temperature {t:g} | {test:.2f} | {valid:.2f} |")
+    return lines
 
 
 def splice(path: str, parts: dict) -> None:

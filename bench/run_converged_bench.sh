@@ -77,6 +77,9 @@ publish() {
   for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json "$WORK"/sweep-kd*/results.json; do
     [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
   done
+  for f in "$WORK"/alternating/*/result.json; do
+    [[ -f $f ]] && mkdir -p "$OUT/alternating" && cp "$f" "$OUT/alternating/$(basename "$(dirname "$f")").json"
+  done
   local pick
   for pick in pick-k pick-k-rec; do
     if [[ -f $WORK/$pick/pick.json ]]; then
@@ -124,6 +127,15 @@ fi
 SWEEP=(--data "$DATA" --base "$BASE" --preset cpu-small --valid
        --importance-args "--max-batches 20" --finetune-updates 270)
 sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-plots "$@"; }
+side_folder() {  # side_folder DIR [ROW...]: a sweep folder beside the table, with its baseline
+  # scores and the table's ROW folders (the starts of its rows) linked in
+  local dir=$1 row
+  shift
+  mkdir -p "$dir/runs"
+  [[ -f $dir/baseline.json || ! -f $WORK/sweep/baseline.json ]] \
+    || cp -rp "$WORK/sweep/baseline" "$WORK"/sweep/baseline*.json "$dir/"
+  for row in "$@"; do ln -sfn "$WORK/sweep/runs/$row" "$dir/runs/$row"; done
+}
 timed rows-k18 sweep_rows --ks 18 --methods dsp,importance,dsp-ref
 timed fairseq-removal python "$ROOT/bench/fairseq_prune_quality.py" --data "$DATA" --base "$BASE" \
   --ks 18,36 --out "$WORK/fairseq-prune"
@@ -172,7 +184,33 @@ for seed in 2 3; do
 done
 # the uniform layout 4,4 of the CTranslate2 benchmark, DSP and importance, + reconstruct
 timed layout44-rec bash "$ROOT/bench/run_layout_recovery.sh" --baseline "$BASE" --data "$DATA" \
-  --work "$WORK/layout44"
+  --work "$WORK/layout44" --importance "$WORK/sweep/importance.json"
+
+# 6c. the same start without the teacher: plain 270-update fine-tunes of the reconstructed models
+timed rows-rec-ft sweep_rows --ks 18 --methods dsp+rec+ft,importance+rec+ft
+# distillation weight and temperature (0.5, 1 is the rows-kd stage): dsp+rec at K = 18 distilled
+for wt in "1 1" "0.5 2" "1 2"; do
+  read -r w t <<< "$wt"
+  dir=$WORK/sweep-kdw${w}t$t
+  side_folder "$dir" dsp+rec-k18
+  timed "kd-w$w-t$t" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$dir" --no-plots --ks 18 \
+    --methods dsp+rec+kd --recovery none --train-args "--distill-weight $w --distill-temperature $t"
+done
+
+# 6d. selection that sees the recovery (issue 17, item 3): pipelined DSP gates trained beside
+# the weights the refit changes (the rest frozen), or on KL to the unpruned model, each variant
+# in its own sweep folder (+rec rows included); then gate training alternated with refits
+variant() {  # variant NAME KS GATE-ARGS
+  side_folder "$WORK/sweep-$1"
+  bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-$1" --no-plots --ks "$2" --methods dsp --gate-args "$3"
+}
+timed gate-op variant gateop 18,36 "--train-gates-with out_proj"
+timed gate-opffn variant gateopffn 18,36 "--train-gates-with out_proj,fc2"
+timed gate-kd variant gatekd 18 "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
+for k in 18 36; do
+  timed "alternating-k$k" python "$ROOT/bench/alternating_refits.py" --data "$DATA" --base "$BASE" \
+    --heads-to-keep "$k" --rounds 3 --out "$WORK/alternating/k$k-r3"
+done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

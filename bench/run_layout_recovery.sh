@@ -7,15 +7,16 @@
 # bench/ct2/ (reconstruction changes weights, not shapes).
 #
 #   bash bench/run_layout_recovery.sh [--layout 4,4] [--seed 1] [--work DIR]
-#                                     [--baseline CKPT --data DIR]
+#                                     [--baseline CKPT --data DIR] [--importance FILE]
 #
 # Default baseline and data: ../shared/data/multi30k-base72/{checkpoint.pt,data}; importance
-# scores from work/converged/sweep/importance.json when present (else computed). Resumable;
+# scores: --importance FILE (dsp-importance's output for that baseline, e.g. the converged
+# sweep's importance.json), else WORK/importance.json, computed if missing. Resumable;
 # WORK/summary.txt holds the scores.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SHARED=$ROOT/../shared/data/multi30k-base72
-BASE=$SHARED/checkpoint.pt DATA=$SHARED/data LAYOUT=4,4 SEED=1 WORK=$ROOT/work/converged/layout44
+BASE=$SHARED/checkpoint.pt DATA=$SHARED/data LAYOUT=4,4 SEED=1 WORK=$ROOT/work/converged/layout44 SCORES=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --layout) LAYOUT=$2; shift 2 ;;
@@ -23,6 +24,7 @@ while [[ $# -gt 0 ]]; do
     --work) WORK=$2; shift 2 ;;
     --baseline) BASE=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
+    --importance) SCORES=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_layout_recovery.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
@@ -32,8 +34,8 @@ R=$ROOT/examples/translation
 enc=${LAYOUT%,*} dec=${LAYOUT#*,}
 K=$((3 * enc + 6 * dec))  # 3 encoder self-attentions, 3 decoder self- and 3 cross-attentions
 mkdir -p "$WORK"
-scores=$ROOT/work/converged/sweep/importance.json
-[[ -f $scores ]] || scores=$WORK/importance.json
+scores=${SCORES:-$WORK/importance.json}
+[[ -z $SCORES || -f $SCORES ]] || { echo "run_layout_recovery.sh: --importance $SCORES does not exist" >&2; exit 1; }
 [[ -f $scores ]] || dsp-importance --path "$BASE" --data "$DATA/bin" --max-batches 20 --output "$scores"
 bash "$R/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$K" --save-dir "$WORK/dsp-seed$SEED" \
   --preset cpu-small --seed "$SEED" --recovery none --train-args "--heads-per-attention $LAYOUT"

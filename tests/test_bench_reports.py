@@ -158,6 +158,18 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         {"k": 36, "layout": None, "sacrebleu": 30.0, "reconstruct": True},
     ]))  # fmt: skip
     (tmp_path / "results-sweep-gatekd.json").write_text(json.dumps([row("dsp+rec", 18, 31.0)]))
+    # the distillation settings (beside the table's default 0.5, 1) and an alternating run
+    (tmp_path / "results-sweep-kd18.json").write_text(
+        json.dumps([row("dsp+rec+kd", 18, 35.0, 35.5)])
+    )
+    (tmp_path / "results-sweep-kdw1t2.json").write_text(
+        json.dumps([row("dsp+rec+kd", 18, 36.0, 36.5)])
+    )
+    (tmp_path / "alternating").mkdir()
+    (tmp_path / "alternating/k18-r3.json").write_text(json.dumps({
+        "heads_to_keep": 18, "rounds": 3, "stripped_test": 20.0, "stripped_valid": 21.0,
+        "rec_test": 32.5, "rec_valid": 32.75,
+    }))  # fmt: skip
     (tmp_path / "pick-k-rec").mkdir()
     (tmp_path / "pick-k-rec/pick.json").write_text(
         json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "reconstruct"})
@@ -169,6 +181,14 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     lines = out.splitlines()
     assert "| pipelined DSP + reconstruct | 33.00 | 38.50 (39.00) |  |" in lines
     assert "| fairseq `_adaptive_prune_heads` |  | 22.00 |  |" in lines
+    # a setting's file does not replace the table's distilled row; it gets its own table
+    assert "| pipelined DSP + reconstruct + distilled fine-tune | 35.00 (35.50) | 39.80 |  |" in lines
+    assert "| distillation weight 0.5, temperature 1 | 35.00 | 35.50 |" in lines
+    assert "| distillation weight 1, temperature 2 | 36.00 | 36.50 |" in lines
+    assert (
+        "| pipelined DSP, gate training alternated with 2 refits + reconstruct | 32.50 (32.75) |  |  |"
+        in lines
+    )
     assert "| fairseq `_adaptive_prune_heads` + reconstruct |  | 30.00 |  |" in lines
     assert any(
         line.startswith("| pipelined DSP, gates trained on KL to the unpruned model + reconstruct")
