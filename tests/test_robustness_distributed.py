@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import torch
-from robustness_helpers import BIN, K, tiny_corpus, train_cmd
+from robustness_helpers import BIN, K, tiny_checkpoint, tiny_corpus, train_cmd
 
 from dsp_fairseq.checkpoint_io import load_checkpoint
 from dsp_fairseq.gates import GATE_REGISTRY, build_budget
@@ -127,3 +127,25 @@ def test_two_ranks_fp16_legacy_ddp_train_the_gate_by_its_adam_step(tmp_path_fact
     moved = torch.tensor(r0["logits"][0]) - before
     expected = -0.2 * grads[0] / (grads[0].abs() + 1e-8)
     assert torch.allclose(moved, expected, rtol=0, atol=1e-5), (moved, expected)
+
+
+def test_two_ranks_distil_from_one_teacher_each(tmp_path_factory, tmp_path):
+    """The distillation criterion under fairseq's DDP: every rank loads the teacher (frozen,
+    eval, on its own device), the KL term is logged, and the ranks stay identical (the
+    teacher adds no parameter to the all-reduce)."""
+    data = tiny_corpus(tmp_path_factory)
+    teacher = tiny_checkpoint(tmp_path_factory)
+    flags = ("--criterion", "dsp_distillation", "--teacher", teacher, "--distill-weight", "0.5",
+             "--distill-temperature", "2", "--log-interval", "1")  # fmt: skip
+    (r0, r1), texts = train_two_ranks(data, tmp_path / "ckpt", 4, tmp_path, *flags)
+    # (rank 1 logs warnings only; its parameters below equal rank 0's after every update)
+    assert f"distillation from {teacher}: weight 0.5, temperature 2" in texts[0]
+    assert "distill_kl=" in texts[0]
+    kl = [
+        float(line.split("distill_kl=")[1].split()[0].rstrip(","))
+        for line in texts[0].splitlines()
+        if "distill_kl=" in line
+    ]
+    assert kl and all(v > 0 for v in kl)  # a student of other weights differs from its teacher
+    assert r0["logits"] == r1["logits"] and r0["param_checksum"] == r1["param_checksum"]
+    assert r0["dsp_step"] == r1["dsp_step"] == [1, 2, 3, 4]
