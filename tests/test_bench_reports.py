@@ -182,7 +182,9 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert "| pipelined DSP + reconstruct | 33.00 | 38.50 (39.00) |  |" in lines
     assert "| fairseq `_adaptive_prune_heads` |  | 22.00 |  |" in lines
     # a setting's file does not replace the table's distilled row; it gets its own table
-    assert "| pipelined DSP + reconstruct + distilled fine-tune | 35.00 (35.50) | 39.80 |  |" in lines
+    assert (
+        "| pipelined DSP + reconstruct + distilled fine-tune | 35.00 (35.50) | 39.80 |  |" in lines
+    )
     assert "| distillation weight 0.5, temperature 1 | 35.00 | 35.50 |" in lines
     assert "| distillation weight 1, temperature 2 | 36.00 | 36.50 |" in lines
     assert (
