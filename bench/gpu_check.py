@@ -17,6 +17,8 @@ On a machine with a CUDA GPU, with the virtual environment's tools on PATH:
    and for two ranks (two GPUs if there are, else both on GPU 0 over gloo) under
    --ddp-backend legacy_ddp --fp16 and --ddp-backend pytorch_ddp --ddp-comm-hook fp16
    (the paths on which the gate froze before the translation_dsp task);
+2c. two ranks of --fp16 distillation (--criterion dsp_distillation) from the step-2 model, the
+   teacher on each rank's GPU: the gate checks and a finite, positive distill_kl logged;
 3. validates the result with fairseq-validate --fp16 (finite loss);
 4. strips it with dsp-strip and decodes the test set with fp16 (BLEU of both models);
 5. times fp16 decoding of the unpruned (masked) and stripped models, beam 5, batch 64 and
@@ -202,6 +204,16 @@ def gate_failures(log: str, state: Optional[dict]) -> List[str]:
     return problems  # fmt: skip
 
 
+def distill_failures(log: str) -> List[str]:
+    """What is wrong with a distilled run's log (empty: a finite, positive KL was logged)."""
+    kl = [float(r["distill_kl"]) for r in _json_records(log, "train_inner") if "distill_kl" in r]
+    if not kl:
+        return ["no distill_kl in the training log (was --criterion dsp_distillation used?)"]
+    if not all(math.isfinite(v) and v > 0 for v in kl):
+        return [f"distill_kl {kl}: not finite and positive"]
+    return []
+
+
 def decode_speed(log: str) -> Optional[float]:
     found = _TRANSLATED.findall(log)
     return float(found[-1][0]) if found else None
@@ -246,6 +258,13 @@ def commands(args: argparse.Namespace) -> Dict[str, List[str]]:
                 "fairseq-train", *path_common, *flags, *ddp_rank_flags(rank),
                 "--save-dir", os.path.join(work, f"dsp-{path}"),
             ]  # fmt: skip
+    # distillation from the run above (frozen teacher on each rank's GPU), fp16, two ranks
+    for rank in (0, 1):
+        cmds[f"train-distill-rank{rank}"] = [
+            "fairseq-train", *path_common, "--ddp-backend", "legacy_ddp", *ddp_rank_flags(rank),
+            "--criterion", "dsp_distillation", "--teacher", masked, "--distill-weight", "0.5",
+            "--save-dir", os.path.join(work, "dsp-distill"),
+        ]  # fmt: skip
     cmds["validate"] = ["fairseq-validate", data, "--user-dir", PLUGIN, "--path", masked,
                         "--fp16", "--valid-subset", "valid", "--max-tokens", str(args.max_tokens)]  # fmt: skip
     cmds["strip"] = ["dsp-strip", "--input", masked, "--output", pruned, "--force"]
@@ -361,6 +380,13 @@ def run_check(args: argparse.Namespace) -> int:
         problems = gate_failures(text, ckpt)
         result["gate_paths"][path] = problems or "the gate learned"
         failures += [f"train-{path}: {p}" for p in problems]
+    distill = _run_ranks("train-distill", [cmds[f"train-distill-rank{r}"] for r in (0, 1)], logs)[0]
+    problems = gate_failures(
+        distill, _checkpoint(os.path.join(work, "dsp-distill", "checkpoint_last.pt"))
+    )
+    problems += distill_failures(distill)
+    result["distill"] = problems or "the teacher ran on the GPU and the gate learned"
+    failures += [f"train-distill: {p}" for p in problems]
     loss = _VALID_LOSS.findall(_run("validate", cmds["validate"], logs))
     result["valid_loss"] = float(loss[-1]) if loss else None
     if result["valid_loss"] is None or not math.isfinite(result["valid_loss"]):

@@ -77,6 +77,10 @@ def test_dry_run_prints_the_fp16_pipeline(capsys, tmp_path):
     assert legacy[legacy.index("--distributed-rank") + 1] == "1"
     assert hook[hook.index("--ddp-comm-hook") + 1] == "fp16"
     assert hook[hook.index("--ddp-backend") + 1] == "pytorch_ddp"
+    distill = cmds["train-distill-rank0"]
+    assert distill[len(distill) - 1 - distill[::-1].index("--criterion") + 1] == "dsp_distillation"
+    assert distill[distill.index("--teacher") + 1] == str(tmp_path / "dsp" / "checkpoint_last.pt")
+    assert "--fp16" in distill and cmds["train-distill-rank1"][-1] == distill[-1]
     assert "--fp16" in cmds["validate"] and cmds["strip"][0] == "dsp-strip"
     for name in ("unpruned", "stripped"):
         for batch in ("64", "128"):
@@ -134,3 +138,10 @@ def test_gate_checks_read_the_log_and_the_checkpoint():
     half = {"model": {"head_gate.adam_step": torch.tensor(10.0)}}
     assert gpu_check.gate_failures(log([0.5]), half) == ["10 gate Adam steps for 20 updates"]
     assert gpu_check.gate_failures(log([0.5]), None) == ["no checkpoint_last.pt written"]
+
+
+def test_distill_checks_read_the_kl():
+    line = '2026 | INFO | train_inner | {"epoch": 1, "distill_kl": "%s", "num_updates": "10"}'
+    assert gpu_check.distill_failures(line % "0.52") == []
+    assert "not finite and positive" in gpu_check.distill_failures(line % "nan")[0]
+    assert "no distill_kl" in gpu_check.distill_failures("nothing logged")[0]
