@@ -57,9 +57,14 @@ def rows_of(table: str, label: str | None = None) -> list:
         )
         if not os.path.isfile(ckpt) or r.get("sacrebleu") is None:
             continue
+        method = label or r["method"]
+        if label and r.get("layout"):  # fairseq_prune_quality.py: a uniform layout's row
+            method += f" {r['layout']}"
+        if label and r.get("reconstruct"):
+            method += "+rec"
         out.append(
             {
-                "method": label or r["method"],
+                "method": method,
                 "k": int(r.get("heads_to_keep") or r.get("k")),
                 "sacrebleu": float(r["sacrebleu"]),
                 "checkpoint": ckpt,
@@ -84,8 +89,17 @@ def time_models(models: dict, task, ds, fixed: int, args) -> dict:
 TITLE = "Converged 72-head Transformer, Multi30k De-En: test sacreBLEU against decode speed-up"
 
 
+def line_style(method: str) -> str:
+    """Solid: the selection alone; dotted: + reconstruct; dashed: fine-tuned (+ft, +kd)."""
+    steps = method.split("+")[1:]
+    if "ft" in steps or "kd" in steps:
+        return "--"
+    return ":" if "rec" in steps else "-"
+
+
 def plot(result: dict, output: str, title: str = TITLE) -> None:
-    """BLEU against speed-up: one colour per method (dashed: fine-tuned), one marker per K.
+    """BLEU against speed-up: one colour per selection method, its recoveries in the same
+    colour (dotted: + reconstruct, dashed: fine-tuned), one marker per K.
 
     Methods at the same K decode at nearly the same speed, so labelling each point with its
     K piled the labels on top of each other ("K=36K=36"): the marker says K instead, and
@@ -101,23 +115,22 @@ def plot(result: dict, output: str, title: str = TITLE) -> None:
     methods = sorted(by_method)
     ks = sorted({r["k"] for r in result["rows"]})
     k_markers = dict(zip(ks, "os^Dv<>Ph*"))
+    selections = list(dict.fromkeys(m.split("+")[0] for m in methods))
+    colours = {m: SERIES_COLORS[i % len(SERIES_COLORS)] for i, m in enumerate(selections)}
     method_handles = []
-    for i, method in enumerate(methods):
+    for method in methods:
         rows = sorted(by_method[method], key=lambda r: r["speedup_fixed"])
-        colour = SERIES_COLORS[i % len(SERIES_COLORS)]
-        dashed = method.endswith("+ft")
+        colour, style = colours[method.split("+")[0]], line_style(method)
         ax.plot(
             [1.0] + [r["speedup_fixed"] for r in rows],
             [base["sacrebleu"]] + [r["sacrebleu"] for r in rows],
-            linestyle="--" if dashed else "-", color=colour, linewidth=1.3, alpha=0.9,
+            linestyle=style, color=colour, linewidth=1.3, alpha=0.9,
         )  # fmt: skip
         for r in rows:
             ax.plot(r["speedup_fixed"], r["sacrebleu"], linestyle="none", color=colour,
                     marker=k_markers[r["k"]], markersize=6, markeredgecolor="white",
                     markeredgewidth=0.5)  # fmt: skip
-        method_handles.append(
-            plt.Line2D([], [], color=colour, linestyle="--" if dashed else "-", label=method)
-        )
+        method_handles.append(plt.Line2D([], [], color=colour, linestyle=style, label=method))
     ax.plot([1.0], [base["sacrebleu"]], "k*", ms=13, zorder=5)
     method_handles.append(
         plt.Line2D([], [], color="black", marker="*", linestyle="none", ms=10, label="unpruned")
@@ -138,7 +151,7 @@ def plot(result: dict, output: str, title: str = TITLE) -> None:
     # Figure legends "outside": the layout makes room for them (an axes legend moved off the
     # axes with bbox_to_anchor was cut off by the saved bounding box).
     fig.legend(handles=method_handles, fontsize=8, loc="outside right upper",
-               title="method (dashed: + fine-tune)", title_fontsize=8)  # fmt: skip
+               title="method (dotted: + reconstruct,\ndashed: fine-tuned)", title_fontsize=8)  # fmt: skip
     fig.legend(handles=k_handles, fontsize=8, loc="outside right lower", title="heads kept",
                title_fontsize=8)  # fmt: skip
     save_figure(fig, output)
@@ -151,7 +164,9 @@ def main() -> int:
     parser.add_argument("--data", help="fairseq binary folder")
     parser.add_argument("--base", help="the unpruned checkpoint")
     parser.add_argument("--base-score", help="its score.json (default: beside the table)")
-    parser.add_argument("--table", help="sweep results.json")
+    parser.add_argument(
+        "--table", action="append", default=[], help="sweep results.json (repeat for more)"
+    )
     parser.add_argument("--fairseq-table", help="bench/fairseq_prune_quality.py results.json")
     parser.add_argument("--out", required=True)
     parser.add_argument("--sentences", type=int, default=128)
@@ -173,12 +188,17 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     quiet_fairseq()
     sb._plugin()
-    rows = rows_of(args.table)
+    rows = []
+    for table in args.table:  # a row already listed (method, K) is not timed twice
+        seen = {(r["method"], r["k"]) for r in rows}
+        rows += [r for r in rows_of(table) if (r["method"], r["k"]) not in seen]
     if args.fairseq_table:
         rows += rows_of(args.fairseq_table, "fairseq-removal")
     if not rows:
-        sys.exit(f"frontier_bench.py: error: {args.table} has no row with a checkpoint on disk")
-    score_path = args.base_score or os.path.join(os.path.dirname(args.table), "baseline.json")
+        sys.exit(
+            f"frontier_bench.py: error: {', '.join(args.table)}: no row with a checkpoint on disk"
+        )
+    score_path = args.base_score or os.path.join(os.path.dirname(args.table[0]), "baseline.json")
     with open(score_path, encoding="utf-8") as f:
         base_bleu = float(json.load(f)["sacrebleu"])
     _, task, ds = sb.load_test_setup(args.base, args.data)

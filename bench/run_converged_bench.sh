@@ -214,9 +214,11 @@ done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
+# (the distilled rows of the side folders too; not the distillation-settings study's)
+tables=(--table "$WORK/sweep/results.json")
+for f in "$WORK"/sweep-kd*/results.json; do [[ $f == */sweep-kdw* ]] || tables+=(--table "$f"); done
 timed frontier python "$ROOT/bench/frontier_bench.py" --data "$DATA/bin" --base "$BASE" \
-  --table "$WORK/sweep/results.json" --fairseq-table "$WORK/fairseq-prune/results.json" \
-  --out "$OUT/frontier" --reps 2
+  "${tables[@]}" --fairseq-table "$WORK/fairseq-prune/results.json" --out "$OUT/frontier" --reps 2
 
 # 8. experiment on the H/4 fine-tune gap: DSP gates and weights trained together from the
 # converged baseline (bench/dsp_joint_finetune.sh; its own table in $OUT/joint-finetune/)

@@ -207,3 +207,24 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert versus.endswith("**not met** |")
     kd = next(line for line in lines if line.startswith("| distilled fine-tune"))
     assert "H/2: 39.80, 0.20 below (limit 0.3)" in kd and "H/8: not run" in kd
+
+
+def test_frontier_rows_name_fairseq_layouts_and_refits(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import frontier_bench
+
+    rows = []
+    for k, layout, rec in ((36, None, False), (36, None, True), (36, "4,4", True)):
+        ckpt = tmp_path / f"{k}-{layout}-{rec}.pt"
+        ckpt.write_bytes(b"")
+        rows.append({"k": k, "layout": layout, "reconstruct": rec, "sacrebleu": 30.0,
+                     "checkpoint": str(ckpt)})  # fmt: skip
+    (tmp_path / "results.json").write_text(json.dumps(rows))
+    got = frontier_bench.rows_of(str(tmp_path / "results.json"), "fairseq-removal")
+    # three models, three names: none of them is timed in place of another
+    assert [r["method"] for r in got] == [
+        "fairseq-removal", "fairseq-removal+rec", "fairseq-removal 4,4+rec"
+    ]  # fmt: skip
+    assert [frontier_bench.line_style(m) for m in ("dsp", "dsp+rec", "dsp+rec+kd", "dsp+ft")] == [
+        "-", ":", "--", "--"
+    ]  # fmt: skip

@@ -88,8 +88,15 @@ def test_frontier_plot_from_the_committed_data(tmp_path, monkeypatch):
         labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
         assert "K = 18 (H/4)" in labels and "dsp" in labels and "unpruned" in labels
         methods = sorted({r["method"] for r in result["rows"]})
-        colours = [h.get_color() for h in fig.legends[0].legend_handles[: len(methods)]]
-        assert len({mcolors.to_rgb(c) for c in colours}) == len(methods)
+        handles = fig.legends[0].legend_handles[: len(methods)]
+        # one colour per selection method, its recoveries in that colour, told apart by style
+        styles = {(mcolors.to_rgb(h.get_color()), h.get_linestyle()) for h in handles}
+        assert len(styles) == len(methods)
+        colour = {h.get_label(): mcolors.to_rgb(h.get_color()) for h in handles}
+        selections = {m.split("+")[0] for m in methods}
+        assert len(set(colour.values())) == len(selections)
+        assert colour["dsp+ft"] == colour["dsp"] and colour["importance"] != colour["dsp"]
+        assert [h.get_linestyle() for h in handles if h.get_label() == "dsp+ft"] == ["--"]
         title = ax.get_title()
         assert "72-head" in title and "Multi30k" in title and "sacreBLEU" in title
     finally:
