@@ -9,8 +9,8 @@ the unpruned model (``dsp-reconstruct``'s defaults), and the refit output projec
 model, so the next piece trains the gates on a model that has recovered from the current
 choice. The temperature schedule runs over the whole epoch, as in one run (fairseq
 resumes ``checkpoint_last.pt``; only the frozen weights change between rounds). The final
-gates' heads are stripped and refit like any ``+ reconstruct`` row (the refit does not
-depend on the weights it replaces, so this equals stripping the base with those heads).
+gates' heads are stripped from the unpruned model (``pruned.pt``, the selection alone) and
+refit like any ``+ reconstruct`` row (``pruned.rec.pt``).
 
     python bench/alternating_refits.py --data ../shared/data/multi30k-base72/data \\
         --base ../shared/data/multi30k-base72/checkpoint.pt --heads-to-keep 18 \\
@@ -142,9 +142,13 @@ def main() -> int:
     pruned = os.path.join(args.out, "pruned.pt")
     rec = os.path.join(args.out, "pruned.rec.pt")
     if not os.path.exists(rec):
-        stripped, _ = strip_checkpoint(load_checkpoint(os.path.join(gates, "checkpoint_last.pt")))
+        # the final heads stripped from the unpruned model itself (the gated model holds the
+        # last intermediate refit), then refit like every + reconstruct row
+        final, _ = strip_checkpoint(load_checkpoint(os.path.join(gates, "checkpoint_last.pt")))
+        base = load_checkpoint(args.base)
+        stripped, _ = strip_checkpoint(base, kept=final["dsp_kept_heads"])
         save_checkpoint_atomic(stripped, pruned)
-        refit, _ = reconstruct_checkpoint(stripped, load_checkpoint(args.base), bin_dir)
+        refit, _ = reconstruct_checkpoint(stripped, base, bin_dir)
         save_checkpoint_atomic(refit, rec)
     result = {
         "heads_to_keep": args.heads_to_keep,
