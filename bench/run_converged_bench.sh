@@ -174,6 +174,9 @@ timed rows-kd-plain sweep_rows --ks 18 --methods dsp+kd,importance+kd
 for seed in 2 3; do
   timed "seed$seed-rec" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-seed$seed" --ks 18,36 \
     --seed "$seed" --methods dsp --no-plots
+  # Hard Concrete + reconstruct: the best single H/2 row
+  timed "seed$seed-hard-concrete-rec-k36" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" \
+    --out "$WORK/sweep-seed$seed" --ks 36 --seed "$seed" --methods hard-concrete --no-plots
 done
 # the best rival's spread: head importance is deterministic (the same scores for every seed),
 # so its seeds are the reconstruction's calibration samples (--calibration-seed)
