@@ -90,16 +90,19 @@ TITLE = "Converged 72-head Transformer, Multi30k De-En: test sacreBLEU against d
 
 
 def line_style(method: str) -> str:
-    """Solid: the selection alone; dotted: + reconstruct; dashed: fine-tuned (+ft, +kd)."""
+    """Solid: the selection alone; dotted: + reconstruct; dashed: + fine-tune; dash-dot:
+    + distilled fine-tune."""
     steps = method.split("+")[1:]
-    if "ft" in steps or "kd" in steps:
+    if "kd" in steps:
+        return "-."
+    if "ft" in steps:
         return "--"
     return ":" if "rec" in steps else "-"
 
 
 def plot(result: dict, output: str, title: str = TITLE) -> None:
     """BLEU against speed-up: one colour per selection method, its recoveries in the same
-    colour (dotted: + reconstruct, dashed: fine-tuned), one marker per K.
+    colour (dotted: + reconstruct, dashed: + fine-tune, dash-dot: distilled), one marker per K.
 
     Methods at the same K decode at nearly the same speed, so labelling each point with its
     K piled the labels on top of each other ("K=36K=36"): the marker says K instead, and
@@ -151,7 +154,8 @@ def plot(result: dict, output: str, title: str = TITLE) -> None:
     # Figure legends "outside": the layout makes room for them (an axes legend moved off the
     # axes with bbox_to_anchor was cut off by the saved bounding box).
     fig.legend(handles=method_handles, fontsize=8, loc="outside right upper",
-               title="method (dotted: + reconstruct,\ndashed: fine-tuned)", title_fontsize=8)  # fmt: skip
+               title="method (dotted: + reconstruct,\ndashed: + fine-tune, dash-dot: distilled)",
+               title_fontsize=8)  # fmt: skip
     fig.legend(handles=k_handles, fontsize=8, loc="outside right lower", title="heads kept",
                title_fontsize=8)  # fmt: skip
     save_figure(fig, output)

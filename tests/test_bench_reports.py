@@ -226,5 +226,5 @@ def test_frontier_rows_name_fairseq_layouts_and_refits(tmp_path):
         "fairseq-removal", "fairseq-removal+rec", "fairseq-removal 4,4+rec"
     ]  # fmt: skip
     assert [frontier_bench.line_style(m) for m in ("dsp", "dsp+rec", "dsp+rec+kd", "dsp+ft")] == [
-        "-", ":", "--", "--"
+        "-", ":", "-.", "--"
     ]  # fmt: skip
