@@ -130,8 +130,14 @@ def main() -> int:
         if found is None:
             continue
         prefix, label = found
+        seed_file = re.fullmatch(re.escape(prefix) + r"-s[0-9]+\.json", name) is not None
         for r in load(os.path.join(args.dir, name)) or []:
             method = f"{prefix}:{r['method']}"
+            if seed_file:  # results-sweep-VARIANT-sN.json: another seed of that variant
+                seeds.setdefault((method, int(r["heads_to_keep"])), []).append(
+                    float(r["sacrebleu"])
+                )
+                continue
             LABELS.setdefault(
                 method, label + (" + reconstruct" if r["method"].endswith("+rec") else "")
             )

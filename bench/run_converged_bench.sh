@@ -210,6 +210,9 @@ variant() {  # variant NAME KS GATE-ARGS
 timed gate-op variant gateop 18,36 "--train-gates-with out_proj"
 timed gate-opffn variant gateopffn 18,36 "--train-gates-with out_proj,fc2"
 timed gate-kd variant gatekd 18 "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
+side_folder "$WORK/sweep-gatekd-s2"  # its second seed (results-sweep-gatekd-s2: the seed table)
+timed gate-kd-seed2 bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-gatekd-s2" --no-plots \
+  --ks 18 --seed 2 --methods dsp --gate-args "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
 for k in 18 36; do
   timed "alternating-k$k" python "$ROOT/bench/alternating_refits.py" --data "$DATA" --base "$BASE" \
     --heads-to-keep "$k" --rounds 3 --out "$WORK/alternating/k$k-r3"
