@@ -84,7 +84,9 @@ def prune_attention_projections(
     }
 
 
-def restore_columns(full_weight: Tensor, kept_weight: Tensor, keep: HeadIndex, head_dim: int) -> Tensor:
+def restore_columns(
+    full_weight: Tensor, kept_weight: Tensor, keep: HeadIndex, head_dim: int
+) -> Tensor:
     """The inverse of :func:`select_columns` for heads: ``full_weight`` with the
     columns of heads ``keep`` replaced by ``kept_weight``'s (in head order).
 
