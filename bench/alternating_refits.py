@@ -32,6 +32,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from bench.common import evaluate_sacrebleu  # noqa: E402
+
 RECIPES = os.path.join(ROOT, "examples", "translation")
 
 
@@ -65,18 +68,6 @@ def write_back(gated: dict, refit: dict) -> dict:
         if ".fc2." in key:
             model[key] = value.clone()
     return {**gated, "model": model}
-
-
-def evaluate(data: str, ckpt: str, out: str, subset: str) -> float:
-    score = os.path.join(out, "score.json")
-    if not os.path.exists(score):
-        subprocess.run(
-            ["bash", os.path.join(RECIPES, "evaluate.sh"), "--data", data, "--checkpoint", ckpt,
-             "--out", out, "--subset", subset],
-            check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-    with open(score) as f:
-        return json.load(f)["sacrebleu"]
 
 
 def main() -> int:
@@ -158,8 +149,8 @@ def main() -> int:
     }
     for name, ckpt in (("stripped", pruned), ("rec", rec)):
         for subset, folder in (("test", "eval"), ("valid", "eval-valid")):
-            result[f"{name}_{subset}"] = evaluate(
-                args.data, ckpt, os.path.join(args.out, folder, name), subset
+            result[f"{name}_{subset}"] = evaluate_sacrebleu(
+                args.data, ckpt, os.path.join(args.out, folder, name), subset, reuse=True
             )
     result["seconds"] = round(time.time() - start)
     with open(os.path.join(args.out, "result.json"), "w") as f:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def machine(threads: int) -> str:
@@ -68,3 +72,17 @@ def fairseq_choice_at_layout(model, layout) -> dict:
         spans = m._get_reserve_head_index(k) if k else []
         kept[name] = sorted(start // m.head_dim for start, _ in spans)
     return kept
+
+
+def evaluate_sacrebleu(data: str, ckpt: str, out: str, subset: str, reuse: bool = False) -> float:
+    """sacreBLEU of ``ckpt`` on ``subset`` by examples/translation/evaluate.sh (beam 5) into
+    ``out``; ``reuse``: an ``out/score.json`` already there is read instead of decoding again."""
+    score = os.path.join(out, "score.json")
+    if not (reuse and os.path.exists(score)):
+        subprocess.run(
+            ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data", data,
+             "--checkpoint", ckpt, "--out", out, "--subset", subset],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+    with open(score) as f:
+        return json.load(f)["sacrebleu"]

@@ -21,12 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from bench.common import evaluate_sacrebleu  # noqa: E402
 
 # name -> reconstruct_checkpoint keyword arguments (variants of the attention-only refit,
 # then the FFN refit: N = 20, ridge 1e-3, residual target unless the setting says otherwise)
@@ -39,16 +40,6 @@ SETTINGS = {
     "n50": {"num_batches": 50, "refit_ffn": False},
     "ffn": {"refit_ffn": True},  # the default since this study
 }
-
-
-def evaluate(data, ckpt, out, subset):
-    subprocess.run(
-        ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data", data,
-         "--checkpoint", ckpt, "--out", out, "--subset", subset],
-        check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    with open(os.path.join(out, "score.json")) as f:
-        return json.load(f)["sacrebleu"]
 
 
 def main() -> int:
@@ -97,13 +88,13 @@ def main() -> int:
                 "setting": setting,
                 "kwargs": SETTINGS[setting],
                 "seconds": round(seconds, 1),
-                "valid_sacrebleu": evaluate(
+                "valid_sacrebleu": evaluate_sacrebleu(
                     args.data, ckpt, os.path.join(folder, "eval-valid"), "valid"
                 ),
                 "mean_error_after": sum(s.error_after for s in report.slots) / len(report.slots),
             }
             if args.test:
-                row["test_sacrebleu"] = evaluate(
+                row["test_sacrebleu"] = evaluate_sacrebleu(
                     args.data, ckpt, os.path.join(folder, "eval"), "test"
                 )
             print(json.dumps(row), flush=True)
