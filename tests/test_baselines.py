@@ -388,6 +388,35 @@ def test_iterative_importance_masks_ten_percent_steps(corpus, stock, tmp_path):
     assert code == 2 and "--iterative needs --heads-to-keep" in err
 
 
+def test_iterative_importance_cache_shares_the_common_steps(corpus, stock, tmp_path):
+    """Runs to K = 12 and then to K = 6 with one --cache-dir estimate 24..12 once, and the
+    cached run to 6 ranks the heads exactly as a run without the cache."""
+    common = ("--path", stock, "--data", corpus, "--max-tokens", "400", "--max-batches", "1",
+              "--iterative", "--granularity", "sentence")  # fmt: skip
+    cache = ("--cache-dir", tmp_path / "cache")
+
+    def scores(k, name, *extra):
+        out = tmp_path / f"{name}.json"
+        code, _, err = call_cli(importance_cli.main, *common, "--heads-to-keep", k, *extra,
+                                "--output", out)  # fmt: skip
+        assert code == 0, err
+        return json.loads(out.read_text()), err
+
+    _, err = scores(12, "k12", *cache)  # estimates at 24, 21, 18, 15, 12 heads
+    assert "0 estimates reused" in err and ", 5 made" in err
+    cached, err = scores(6, "k6-cached", *cache)
+    assert "5 estimates reused" in err and ", 2 made" in err  # at 9 and 6 heads
+    plain, err = scores(6, "k6")
+    assert "reused" not in err
+    assert cached["ranking"] == plain["ranking"] and cached["steps"] == plain["steps"]
+    assert cached["slots"] == plain["slots"]
+    _, err = scores(12, "k12-normalized", *cache, "--normalize-per-layer")  # other options
+    assert "0 estimates reused" in err
+    code, _, err = call_cli(importance_cli.main, "--path", stock, "--data", corpus,
+                            "--output", tmp_path / "x.json", *cache)  # fmt: skip
+    assert code == 2 and "--cache-dir is only used with --iterative" in err
+
+
 def test_token_importance_matches_per_token_brute_force(corpus, stock):
     """The batched per-token estimate equals one backward pass per (sentence, token),
     with the mask applied through the attention's own head-mask mechanism."""

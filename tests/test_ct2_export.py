@@ -5,7 +5,7 @@
 * the uniform budget --heads-per-attention ENC,DEC: exactly ENC / DEC heads in every
   attention for every gate type (test mask, and training masks), pipelined and joint;
   ``dsp-strip --importance/--random --heads-per-attention``; fairseq's choice at a layout;
-* end to end on the tiny Multi30k slice: a transformer_dsp model trained 150 updates,
+* end to end on the tiny Multi30k slice: a transformer_dsp model trained 120 and 600 updates,
   stripped at a uniform and at an uneven layout, exported, translated by CTranslate2 and
   compared with fairseq's own beam search (beam 5 and greedy, float32): identical tokens;
   the CLI on raw text against fairseq-generate; refusals with reasons.
@@ -200,28 +200,37 @@ def corpus(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def trained(corpus, tmp_path_factory) -> Path:
-    """transformer_dsp_small (tiny widths) trained 120 updates, gate keeping all 36 heads."""
+def training(corpus, tmp_path_factory) -> Path:
+    """transformer_dsp_small (tiny widths) trained 600 updates, the gate keeping all 36 heads,
+    with a checkpoint every 120 updates (one run serves both models below: the trajectory,
+    and so the update-120 checkpoint, is that of a run stopped at 120)."""
     save = tmp_path_factory.mktemp("ct2-trained")
-    run(*train_cmd(corpus, save, 120, "--heads-to-keep", "36", "--lr", "5e-3"))
-    return save / "checkpoint_last.pt"
+    run(*train_cmd(corpus, save, 600, "--heads-to-keep", "36", "--lr", "5e-3",
+                   "--save-interval-updates", "120"))  # fmt: skip
+    return save
 
 
 @pytest.fixture(scope="module")
-def stripped(corpus, trained, tmp_path_factory) -> dict:
+def trained(training) -> Path:
+    """The barely trained model: the checkpoint at update 120."""
+    (ckpt,) = training.glob("checkpoint_*_120.pt")
+    return ckpt
+
+
+@pytest.fixture(scope="module")
+def stripped(corpus, trained, training, tmp_path_factory) -> dict:
     """A uniform layout (3 heads in every attention), an uneven one (a global K = 24) and one
-    with empty attentions (14 heads): random heads of a model trained 600 updates (with
+    with empty attentions (14 heads): random heads of the model trained 600 updates (with
     fewer, every input gets the same output), the first two reconstructed (dsp-strip
     --reconstruct: new out_proj and fc2 weights) so that they still translate, the third
     stripped from the 120-update model (it rambles to the limit)."""
     out = tmp_path_factory.mktemp("ct2-stripped")
-    run(*train_cmd(corpus, out / "base", 600, "--heads-to-keep", "36", "--lr", "5e-3"))
     paths = {k: out / f"{k}.pt" for k in ("uniform", "padded", "empty")}
     rec = ["--reconstruct", "--data", corpus, "--calibration-batches", "4",
            "--calibration-max-tokens", "1000", "--quiet"]  # fmt: skip
     for name, budget in (("uniform", ["--heads-per-attention", "3,3"]),
                          ("padded", ["--heads-to-keep", "24"])):  # fmt: skip
-        run("dsp-strip", "--input", out / "base" / "checkpoint_last.pt", "--output", paths[name],
+        run("dsp-strip", "--input", training / "checkpoint_last.pt", "--output", paths[name],
             "--random", "--seed", "1", *budget, *rec)  # fmt: skip
     run("dsp-strip", "--input", trained, "--output", paths["empty"], "--random",
         "--heads-to-keep", "14", "--seed", "2")  # fmt: skip

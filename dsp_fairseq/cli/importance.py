@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.1,
         help="with --iterative: fraction of all heads masked per step (default: 0.1)",
     )
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="with --iterative: keep every estimate in DIR and reuse the ones found there "
+        "(same checkpoint, data and options); runs to several K share their common steps",
+    )
     parser.add_argument("--cpu", action="store_true", help="run on CPU even if CUDA is available")
     parser.add_argument("--output", required=True, help="where to write the scores (JSON)")
     parser.add_argument(
@@ -117,6 +123,8 @@ def main(argv=None) -> int:
             "--heads-to-keep is only used with --iterative; "
             "give K to dsp-strip --importance instead"
         )
+    if args.cache_dir is not None and not args.iterative:
+        parser.error("--cache-dir is only used with --iterative")
     if args.max_batches is not None and args.max_batches < 1:
         parser.error("--max-batches must be >= 1")
     problem = missing_file("--path", args.path, "a trained checkpoint (.pt) to score")
@@ -137,7 +145,13 @@ def main(argv=None) -> int:
 
     from ..checkpoint_io import CheckpointError
     from ..importance import head_importance, iterative_head_importance
-    from ..importance.scores_file import importance_document, write_json_atomic
+    from ..importance.michel import attention_modules
+    from ..importance.scores_file import (
+        EstimateCache,
+        file_sha256,
+        importance_document,
+        write_json_atomic,
+    )
 
     def say(msg: str) -> None:
         # Progress goes to stderr; stdout carries only the result (the scores, the file).
@@ -172,6 +186,20 @@ def main(argv=None) -> int:
             say(f"step {step}: masked {len(masked)} heads, {left} left; re-estimating")
 
         if args.iterative:
+            cache = None
+            if args.cache_dir is not None:
+                fingerprint = {
+                    "checkpoint_sha256": file_sha256(args.path),
+                    "data": os.path.abspath(data),
+                    "subset": args.subset,
+                    "max_tokens": args.max_tokens,
+                    "max_batches": args.max_batches,
+                    "granularity": args.granularity,
+                    "normalize_per_layer": args.normalize_per_layer,
+                }
+                slots = [slot for slot, _ in attention_modules(model)]
+                cache = EstimateCache(args.cache_dir, fingerprint, slots)
+                say(f"estimates cached in {args.cache_dir} ({len(cache)} there for this model)")
             result = iterative_head_importance(
                 model,
                 batches,
@@ -181,7 +209,10 @@ def main(argv=None) -> int:
                 normalize=args.normalize_per_layer,
                 progress=progress,
                 on_step=on_step,
+                cache=cache,
             )
+            if cache is not None:
+                say(f"{cache.hits} estimates reused from {args.cache_dir}, {cache.stored} made")
         else:
             result = head_importance(
                 model,

@@ -17,14 +17,17 @@ are ranked by score, ties broken by layout order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
-from typing import Dict, List, Sequence
+from typing import Dict, Iterator, List, MutableMapping, Sequence
+
+import torch
 
 from ..models.head_layout import AttentionSlot
 from ..pruning.selection import Head, check_ranking, ranking_from_scores
-from .michel import HeadImportance
+from .michel import SCORE_DTYPE, HeadImportance, ranking_of
 
 FORMAT = "dsp-head-importance/1"
 
@@ -113,3 +116,84 @@ def ranking_for_model(doc: dict, slots: Sequence[AttentionSlot], source: str = "
         return check_ranking(slots, [tuple(item) for item in doc["ranking"]])
     scores: Dict[str, List[float]] = have
     return ranking_from_scores(slots, scores)
+
+
+class EstimateCache(MutableMapping[str, HeadImportance]):
+    """Importance estimates on disk, one JSON file per alive set, for
+    ``iterative_head_importance(cache=...)``: runs of ``dsp-importance --iterative``
+    to different K with one ``--cache-dir`` estimate their common path once.
+
+    ``fingerprint`` (JSON-serialisable) names what an estimate depends on (the
+    checkpoint's content, the batches, the options); files of another
+    fingerprint in the same folder are ignored, never overwritten.
+    """
+
+    def __init__(self, folder: str, fingerprint: dict, slots: Sequence[AttentionSlot]):
+        self.folder = folder
+        self.fingerprint = fingerprint
+        self.slots = list(slots)
+        self.hits = self.stored = 0  # estimates reused / written by this object
+        self._tag = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
+        os.makedirs(folder, exist_ok=True)
+
+    def _path(self, key: str) -> str:
+        name = hashlib.sha256(f"{self._tag}:{key}".encode()).hexdigest()[:24]
+        return os.path.join(self.folder, f"estimate-{name}.json")
+
+    def _read(self, path: str) -> dict:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        return doc if doc.get("fingerprint") == self.fingerprint else {}
+
+    def __contains__(self, key: object) -> bool:
+        return (
+            isinstance(key, str)
+            and os.path.isfile(self._path(key))
+            and bool(self._read(self._path(key)))
+        )
+
+    def __getitem__(self, key: str) -> HeadImportance:
+        doc = self._read(self._path(key)) if os.path.isfile(self._path(key)) else {}
+        if not doc:
+            raise KeyError(key)
+        self.hits += 1
+        scores = torch.tensor(doc["scores"], dtype=SCORE_DTYPE)
+        return HeadImportance(
+            self.slots, scores, doc["num_batches"], doc["num_sentences"], doc["num_tokens"],
+            ranking_of(scores),
+        )  # fmt: skip
+
+    def __setitem__(self, key: str, value: HeadImportance) -> None:
+        doc = {
+            "fingerprint": self.fingerprint,
+            "alive": key,
+            "scores": value.scores.tolist(),
+            "num_batches": value.num_batches,
+            "num_sentences": value.num_sentences,
+            "num_tokens": value.num_tokens,
+        }
+        write_json_atomic(doc, self._path(key))
+        self.stored += 1
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self:
+            raise KeyError(key)
+        os.unlink(self._path(key))
+
+    def __iter__(self) -> Iterator[str]:
+        for name in sorted(os.listdir(self.folder)):
+            if name.startswith("estimate-") and name.endswith(".json"):
+                doc = self._read(os.path.join(self.folder, name))
+                if doc:
+                    yield doc["alive"]
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

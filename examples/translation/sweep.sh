@@ -187,8 +187,10 @@ for m in "${METHOD_LIST[@]}"; do
       importance|importance-iter|random)
         opts=() scores=$OUT/importance.json imp=$IMP_ARGS
         [[ $m == random ]] && opts=(--random --seed "$SEED")
-        # iterative importance: its own scores per K (heads masked step by step down to K)
-        [[ $m == importance-iter ]] && scores=$row/importance.json imp="$IMP_ARGS --iterative --heads-to-keep $k"
+        # iterative importance: its own scores per K (heads masked step by step down to K);
+        # the Ks share one estimate cache, so their common steps are estimated once
+        [[ $m == importance-iter ]] && scores=$row/importance.json \
+          imp="$IMP_ARGS --iterative --heads-to-keep $k --cache-dir $OUT/importance-iter-estimates"
         bash "$RECIPES/prune-importance.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
           --output "$row/pruned.pt" --scores "$scores" --importance-args "$imp" --recovery none "${opts[@]}"
         ckpt=$row/pruned.pt report=$row/pruned.strip.txt ;;
