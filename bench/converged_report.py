@@ -59,6 +59,7 @@ LABELS = {
 # (file name prefixes: results-sweep-gateopffn36.json holds the same variant at K = 36)
 VARIANTS = {
     "results-sweep-gatekd": "pipelined DSP, gates trained on KL to the unpruned model",
+    "results-sweep-gatekdopffn": "pipelined DSP, gates trained on KL with out_proj and fc2",
     "results-sweep-gateopffn": "pipelined DSP, gates trained with out_proj and fc2",
     "results-sweep-gateop": "pipelined DSP, gates trained with the output projections",
 }
@@ -194,10 +195,11 @@ def main() -> int:
     goals = goal_lines(cells, seeds, float(base["sacrebleu"]), pick)
     if args.marker == "recovery":  # the recovery table: the issue-17 goals only
         goals = goals[: goals.index("")]
+    parts = {f"{args.marker}-table": "\n".join(out), f"{args.marker}-goals": "\n".join(goals)}
+    if args.marker == "recovery":  # the README's short version (a block of its own)
+        parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
     for path in args.splice:
-        splice(
-            path, {f"{args.marker}-table": "\n".join(out), f"{args.marker}-goals": "\n".join(goals)}
-        )
+        splice(path, parts)
     if not args.splice:
         print("\n".join(out + [""] + goals))
     return 0
@@ -231,6 +233,52 @@ def kd_settings(folder: str, cells: dict) -> list:
         lines.append(f"| labels only (plain fine-tune) | {test:.2f} | {valid:.2f} |")
     for (w, t), (test, valid) in sorted(rows):
         lines.append(f"| distillation weight {w:g}, temperature {t:g} | {test:.2f} | {valid:.2f} |")
+    return lines
+
+
+SUMMARY_ROWS = (
+    ("pipelined DSP", "dsp"),
+    ("Hard Concrete", "hard-concrete"),
+    ("head importance, one-shot", "importance"),
+    ("head importance, iterative", "importance-iter"),
+    ("random heads", "random"),
+    ("fairseq `_adaptive_prune_heads`", "fairseq-removal"),
+)
+STAGES = ("", "+rec", "+rec+kd")
+
+
+def summary_lines(cells: dict, base: dict, ks: list) -> list:
+    """One row per selection method, each cell "stripped / + reconstruct / + reconstruct +
+    distilled fine-tune" (test sacreBLEU), the best of each recovery stage per K in bold."""
+    best = {
+        (stage, k): max((cells[(m + stage, k)][0] for _, m in SUMMARY_ROWS if (m + stage, k) in cells),
+                        default=None)
+        for stage in STAGES[1:]
+        for k in ks
+    }  # fmt: skip
+    lines = [
+        f"Unpruned (72 heads): **{base['sacrebleu']:.2f}**. Cells: test_2016 sacreBLEU stripped"
+        " / + reconstruct / + reconstruct + distilled fine-tune (270 updates), one seed; - not"
+        " run. Bold: the best of its column and stage.",
+        "",
+        "| heads chosen by | K = 18 (H/4) | K = 36 (H/2) | K = 9 (H/8) |",
+        "|---|---|---|---|",
+    ]
+    for label, method in SUMMARY_ROWS:
+        if not any((method + stage, k) in cells for stage in STAGES for k in ks):
+            continue
+        row = [label]
+        for k in ks:
+            parts = []
+            for stage in STAGES:
+                if (method + stage, k) not in cells:
+                    parts.append("-")
+                    continue
+                test = cells[(method + stage, k)][0]
+                bold = stage and best[(stage, k)] == test
+                parts.append(f"**{test:.2f}**" if bold else f"{test:.2f}")
+            row.append(" / ".join(parts))
+        lines.append("| " + " | ".join(row) + " |")
     return lines
 
 

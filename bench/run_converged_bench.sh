@@ -209,7 +209,10 @@ variant() {  # variant NAME KS GATE-ARGS
 }
 timed gate-op variant gateop 18,36 "--train-gates-with out_proj"
 timed gate-opffn variant gateopffn 18,36 "--train-gates-with out_proj,fc2"
-timed gate-kd variant gatekd 18 "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
+timed gate-kd variant gatekd 18,36 "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
+# both changes that helped at K = 18: KL to the unpruned model, out_proj and fc2 trainable
+timed gate-kd-opffn variant gatekdopffn 18 \
+  "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0 --train-gates-with out_proj,fc2"
 side_folder "$WORK/sweep-gatekd-s2"  # its second seed (results-sweep-gatekd-s2: the seed table)
 timed gate-kd-seed2 bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-gatekd-s2" --no-plots \
   --ks 18 --seed 2 --methods dsp --gate-args "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"

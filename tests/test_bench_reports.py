@@ -64,7 +64,7 @@ def test_converged_report_table(tmp_path):
         check=True,
     )
     text = doc.read_text()
-    assert "old" not in text and text.startswith("intro\n") and text.endswith("end\n")
+    assert "stale table" not in text and text.startswith("intro\n") and text.endswith("end\n")
     table_part = text.split("<!-- converged-table -->")[1].split("<!-- /converged-table -->")[0]
     goals_part = text.split("<!-- converged-goals -->")[1].split("<!-- /converged-goals -->")[0]
     assert "| pipelined DSP (default schedule) | 24.09 (24.17)" in table_part
@@ -213,6 +213,22 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert versus.endswith("**not met** |")
     kd = next(line for line in lines if line.startswith("| distilled fine-tune"))
     assert "H/2: 39.80, 0.20 below (limit 0.3)" in kd and "H/8: not run" in kd
+    # --marker recovery: the README's short version in its own block, best per stage in bold
+    doc = tmp_path / "README.md"
+    doc.write_text("a\n<!-- recovery-summary -->\nstale table\n<!-- /recovery-summary -->\nb\n")
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
+         "recovery", "--splice", doc],
+        check=True,
+    )  # fmt: skip
+    text = doc.read_text()
+    assert text.startswith("a\n<!-- recovery-summary -->\n") and text.endswith("b\n")
+    assert "stale table" not in text and "| heads chosen by | K = 18 (H/4) |" in text
+    assert (
+        "| pipelined DSP | - / 33.00 / **35.00** | - / **38.50** / **39.80** | - / - / - |" in text
+    )
+    assert "| head importance, one-shot | - / **34.00** / - | - / 38.00 / - | - / - / - |" in text
+    assert "| fairseq `_adaptive_prune_heads` | - / - / - | 22.00 / 30.00 / - | - / - / - |" in text
 
 
 def test_frontier_rows_name_fairseq_layouts_and_refits(tmp_path):
