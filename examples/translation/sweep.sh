@@ -108,11 +108,21 @@ if [[ $RECOVERY == reconstruct ]]; then  # METHOD+rec after every plain selectio
   METHOD_LIST=("${with_rec[@]}")
 fi
 # Check every method before spending compute on any of them.
-gates=()
+gates=() listed=()
 for m in "${METHOD_LIST[@]}"; do
   base_method=${m%%+*} suffixes=${m#"${m%%+*}"}
   [[ $suffixes =~ ^(\+(ft|kd|rec))*$ ]] || die "method '$m': unknown suffix; METHOD may be followed by +rec, +ft, +kd (chained, e.g. dsp+rec+kd)"
-  [[ -n $suffixes ]] && continue
+  if [[ -n $suffixes ]]; then  # its start: listed before it, or already in OUT (a resumed sweep)
+    src=${m%+*}
+    if [[ " ${listed[*]} " != *" $src "* ]]; then
+      for k in "${K_LIST[@]}"; do
+        [[ -f $OUT/runs/$src-k$k/pruned.pt ]] || die "method $m starts from $src's model: list $src before $m"
+      done
+    fi
+    listed+=("$m")
+    continue
+  fi
+  listed+=("$m")
   case $base_method in
     dsp|dsp-ref|dsp-st|ste|hard-concrete) gates+=("$m") ;;
     joint-dsp) ;;
