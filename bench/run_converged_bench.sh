@@ -172,7 +172,7 @@ timed fairseq-removal-rec python "$ROOT/bench/fairseq_prune_quality.py" --data "
 timed rows-kd sweep_rows --ks 18,36,9 --methods dsp+rec+kd,importance+rec+kd,hard-concrete+rec+kd
 timed rows-kd-plain sweep_rows --ks 18 --methods dsp+kd,importance+kd
 for seed in 2 3; do
-  timed "seed$seed-rec" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-seed$seed" --ks 18,36 \
+  timed "seed$seed-rec" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-seed$seed" --ks 18,36,9 \
     --seed "$seed" --methods dsp --no-plots
   # Hard Concrete + reconstruct: the best single H/2 row
   timed "seed$seed-hard-concrete-rec-k36" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" \
@@ -182,7 +182,7 @@ done
 # so its seeds are the reconstruction's calibration samples (--calibration-seed)
 for seed in 2 3; do
   timed "seed$seed-importance-rec" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-seed${seed}i" \
-    --ks 36,18 --seed "$seed" --methods importance,importance+rec --recovery none --no-plots \
+    --ks 36,18,9 --seed "$seed" --methods importance,importance+rec --recovery none --no-plots \
     --reconstruct-args "--calibration-seed $seed"
 done
 # the uniform layout 4,4 of the CTranslate2 benchmark, DSP and importance, + reconstruct

@@ -28,7 +28,8 @@ def baseline(tmp_path_factory):
 
 
 def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_path):
-    """METHOD+ft fine-tunes METHOD's stripped model with its heads fixed (here after +rec:
+    """The default recovery adds METHOD+rec (dsp-reconstruct) after every selection method;
+    METHOD+ft fine-tunes METHOD's stripped model with its heads fixed (here after +rec:
     suffixes chain); --valid adds the validation BLEU; the fine-tuned checkpoint loads in
     fairseq-generate. (+kd, the same recipe with --teacher: test_recovery_end_to_end.py.)"""
     import torch
@@ -41,14 +42,20 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     proc = run(
         "bash", RECIPES / "sweep.sh", "--data", work / "data",
         "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
-        "--methods", "random,random+rec,random+rec+ft", "--recovery", "none",
-        "--ks", "12", "--finetune-updates", "6", "--valid",
+        "--methods", "random,random+rec+ft", "--ks", "12", "--finetune-updates", "6", "--valid",
         "--train-args", TRAIN, "--gen-args", GEN, "--no-plots",
     )  # fmt: skip
     assert "fine-tune" in proc.stdout and "6 updates" in proc.stdout
     rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
-    # --recovery none: only the rows listed; suffixes chain (+rec+ft starts from +rec)
-    assert set(rows) == {"random", "random+rec", "random+rec+ft"}
+    # the default --recovery reconstruct adds random+rec after random; suffixes chain
+    # (+rec+ft starts from +rec)
+    assert list(rows) == ["random", "random+rec", "random+rec+ft"]
+    plain_state = load_checkpoint(rows["random"]["checkpoint"])
+    rec_state = load_checkpoint(rows["random+rec"]["checkpoint"])
+    assert rows["random"]["params"] == rows["random+rec"]["params"]
+    assert rec_state["dsp_reconstruction"]["target"] == "residual"
+    assert rec_state["dsp_kept_heads"] == plain_state["dsp_kept_heads"]
+    assert "dsp_reconstruction" not in plain_state
     ft_log = (out / "runs/random+rec+ft-k12/train.log").read_text()
     assert "distilled from" not in proc.stdout and "distill_kl" not in ft_log  # no --teacher
     for r in rows.values():

@@ -7,6 +7,7 @@
 #                [--model-args "ARGS"] [--train-args "ARGS"] [--gate-args "ARGS"]
 #                [--joint-args "ARGS"] [--gen-args "ARGS"] [--importance-args "ARGS"]
 #                [--snapshot-interval N] [--validate-interval N] [--seed S]
+#                [--recovery reconstruct|none]
 #
 # multi30k: Multi30k De->En with the cpu-small preset (36 heads); the corpus comes from
 #           --src-dir or $MULTI30K_DIR (default ../shared/data/multi30k beside the repo),
@@ -24,12 +25,14 @@
 #                (default auto: a tenth of the epoch)
 # --gen-args     fairseq-generate arguments
 # --importance-args  dsp-importance arguments (importance method)
+# --recovery     reconstruct (default: a METHOD+rec row after every selection method, see
+#                sweep.sh) or none (the stripped rows only)
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 CORPUS="" WORK="" SRC_DIR=${MULTI30K_DIR:-} ARCHIVE="" METHODS=dsp,ste,hard-concrete,importance,random
 KS="" VOCAB="" BASE_UPDATES="" MODEL_ARGS="" TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS=""
-IMP_ARGS="" SNAP=0 VALIDATE=auto SEED=1
+IMP_ARGS="" SNAP=0 VALIDATE=auto SEED=1 RECOVERY=reconstruct
 while [[ $# -gt 0 ]]; do
   case $1 in
     --corpus) CORPUS=$2; shift 2 ;;
@@ -49,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --snapshot-interval) SNAP=$2; shift 2 ;;
     --validate-interval) VALIDATE=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
+    --recovery) RECOVERY=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -80,5 +84,5 @@ bash "$RECIPES/sweep.sh" --data "$WORK/data" --base "$WORK/baseline/checkpoint_b
   --out "$WORK/sweep" --methods "$METHODS" --ks "$KS" --preset "$PRESET" --seed "$SEED" \
   --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" --train-args "$TRAIN_ARGS" \
   --gate-args "$GATE_ARGS" --joint-args "$MODEL_ARGS $JOINT_ARGS" \
-  --gen-args "$GEN_ARGS" --importance-args "$IMP_ARGS"
+  --gen-args "$GEN_ARGS" --importance-args "$IMP_ARGS" --recovery "$RECOVERY"
 echo "done: $WORK/sweep/results.csv and $WORK/sweep/plots/"
