@@ -34,7 +34,8 @@
 # The frontier (stage 7) is remade on every call, so it covers every finished row.
 # Wall time here (2 cores, run alone): the baseline ~200 s per epoch; each pipelined row
 # 3.5-4 min with its validations and two evaluations, each fine-tune 5-6 min, iterative
-# importance ~9 min per K, joint DSP as long as the baseline (66 min), the frontier 5 min,
+# importance 11 estimates of 20 batches for K = 36, 18 and 9 together (they share one
+# estimate cache), 2-3 min each, joint DSP as long as the baseline (66 min), the frontier 5 min,
 # dsp-pick-k 8.5 min: about 5.5 h in all. Run nothing else beside it: two trainings side by
 # side on 2 cores run at about a quarter of their speed each.
 set -euo pipefail
@@ -209,9 +210,9 @@ variant() {  # variant NAME KS GATE-ARGS
 }
 timed gate-op variant gateop 18,36 "--train-gates-with out_proj"
 timed gate-opffn variant gateopffn 18,36 "--train-gates-with out_proj,fc2"
-timed gate-kd variant gatekd 18,36 "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
+timed gate-kd variant gatekd 18,36,9 "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
 # both changes that helped at K = 18: KL to the unpruned model, out_proj and fc2 trainable
-timed gate-kd-opffn variant gatekdopffn 18 \
+timed gate-kd-opffn variant gatekdopffn 18,9 \
   "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0 --train-gates-with out_proj,fc2"
 side_folder "$WORK/sweep-gatekd-s2"  # its second seed (results-sweep-gatekd-s2: the seed table)
 timed gate-kd-seed2 bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-gatekd-s2" --no-plots \
