@@ -104,7 +104,11 @@ def main() -> int:
     for r in load(os.path.join(args.dir, "fairseq_prune.json")) or []:
         if r.get("layout") is None and r.get("sacrebleu") is not None:
             name = "fairseq-removal+rec" if r.get("reconstruct") else "fairseq-removal"
-            cells[(name, int(r["k"]))] = (float(r["sacrebleu"]), None)
+            valid = r.get("valid_sacrebleu")  # bench/fairseq_prune_quality.py --valid
+            cells[(name, int(r["k"]))] = (
+                float(r["sacrebleu"]),
+                None if valid is None else float(valid),
+            )
     for name in sorted(os.listdir(args.dir)):  # rows run beside the table (results-sweep-kdK)
         if (
             name.startswith("results-sweep-kd")

@@ -53,6 +53,11 @@ def main() -> int:
         help="also score each model refit by dsp-reconstruct (defaults) against --base "
         "(OUT/.../pruned.rec.pt, rows with reconstruct: true)",
     )
+    p.add_argument(
+        "--valid",
+        action="store_true",
+        help="also score every model on the validation split (rows get valid_sacrebleu)",
+    )
     args = p.parse_args()
     sb._plugin()
     quiet_fairseq()
@@ -95,27 +100,38 @@ def main() -> int:
                 )  # fmt: skip
             models.append((rec, "eval-rec", True))
         for ckpt, eval_dir, reconstructed in models:
-            subprocess.run(
-                ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data",
-                 args.data, "--checkpoint", ckpt, "--out", os.path.join(out, eval_dir)],
-                check=True,
-            )  # fmt: skip
-            with open(os.path.join(out, eval_dir, "score.json")) as f:
-                score = json.load(f)
+            score = evaluate(args.data, ckpt, os.path.join(out, eval_dir), "test")
             if layout is not None:
                 k = sum(len(v) for v in kept_heads_of(pruned).values())
             rows.append({"k": k, "layout": None if layout is None else "{},{}".format(*layout),
                          "reconstruct": reconstructed, "sacrebleu": score["sacrebleu"],
                          "tok_bleu": score["tok_bleu"], "checkpoint": ckpt})  # fmt: skip
+            if args.valid:
+                valid = evaluate(args.data, ckpt, os.path.join(out, eval_dir + "-valid"), "valid")
+                rows[-1]["valid_sacrebleu"] = valid["sacrebleu"]
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    print("\n| K | layout | reconstructed | sacreBLEU | tokenized BLEU |\n|---|---|---|---|---|")
+    print(
+        "\n| K | layout | reconstructed | sacreBLEU | tokenized BLEU | valid sacreBLEU |"
+        "\n|---|---|---|---|---|---|"
+    )
     for r in rows:
         print(
             f"| {r['k']} | {r['layout'] or ''} | {'yes' if r['reconstruct'] else 'no'} | "
-            f"{r['sacrebleu']} | {r['tok_bleu']} |"
+            f"{r['sacrebleu']} | {r['tok_bleu']} | {r.get('valid_sacrebleu', '')} |"
         )
     return 0
+
+
+def evaluate(data: str, ckpt: str, out: str, subset: str) -> dict:
+    """examples/translation/evaluate.sh on one split (it skips a decode that is up to date)."""
+    subprocess.run(
+        ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data", data,
+         "--checkpoint", ckpt, "--out", out, "--subset", subset],
+        check=True,
+    )  # fmt: skip
+    with open(os.path.join(out, "score.json")) as f:
+        return json.load(f)
 
 
 def kept_heads_of(pruned: str) -> dict:

@@ -169,7 +169,7 @@ timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-i
 # 6b. recovery (issue 17): reconstruction of fairseq's choice, distilled fine-tunes, seeds of
 # DSP + reconstruct (the +rec rows of the sweeps above come with their selection rows)
 timed fairseq-removal-rec python "$ROOT/bench/fairseq_prune_quality.py" --data "$DATA" --base "$BASE" \
-  --ks 18,36,9 --layouts "4,4" --out "$WORK/fairseq-prune" --reconstruct
+  --ks 18,36,9 --layouts "4,4" --out "$WORK/fairseq-prune" --reconstruct --valid
 timed rows-kd sweep_rows --ks 18,36,9 --methods dsp+rec+kd,importance+rec+kd,hard-concrete+rec+kd
 timed rows-kd-plain sweep_rows --ks 18 --methods dsp+kd,importance+kd
 for seed in 2 3; do

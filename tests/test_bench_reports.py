@@ -155,7 +155,7 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     ]))  # fmt: skip
     (tmp_path / "fairseq_prune.json").write_text(json.dumps([
         {"k": 36, "layout": None, "sacrebleu": 22.0},
-        {"k": 36, "layout": None, "sacrebleu": 30.0, "reconstruct": True},
+        {"k": 36, "layout": None, "sacrebleu": 30.0, "reconstruct": True, "valid_sacrebleu": 29.0},
     ]))  # fmt: skip
     (tmp_path / "results-sweep-gatekd.json").write_text(json.dumps([row("dsp+rec", 18, 31.0)]))
     # another seed of a variant: its spread, not a replacement of its cell
@@ -193,7 +193,7 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         "| pipelined DSP, gate training alternated with 2 refits + reconstruct | 32.50 (32.75) |  |  |"
         in lines
     )
-    assert "| fairseq `_adaptive_prune_heads` + reconstruct |  | 30.00 |  |" in lines
+    assert "| fairseq `_adaptive_prune_heads` + reconstruct |  | 30.00 (29.00) |  |" in lines
     assert any(
         line.startswith("| pipelined DSP, gates trained on KL to the unpruned model + reconstruct")
         and "31.00" in line
