@@ -65,6 +65,11 @@ VARIANTS = {
 }
 
 
+# selections that do not depend on the seed (their seed folders hold the calibration
+# samples of METHOD+rec; the stripped rows there repeat the table's)
+DETERMINISTIC = ("importance", "importance-iter")
+
+
 def variant_of(name: str):
     """(prefix, label) of the longest VARIANTS prefix of a file name, or None."""
     for prefix in sorted(VARIANTS, key=len, reverse=True):
@@ -127,6 +132,8 @@ def main() -> int:
     for name in sorted(os.listdir(args.dir)):
         if name.startswith("results-sweep-seed") and name.endswith(".json"):
             for r in load(os.path.join(args.dir, name)) or []:
+                if r["method"] in DETERMINISTIC:  # the same heads for every seed: no spread
+                    continue
                 seeds.setdefault((r["method"], int(r["heads_to_keep"])), []).append(
                     float(r["sacrebleu"])
                 )

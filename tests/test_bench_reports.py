@@ -250,3 +250,25 @@ def test_frontier_rows_name_fairseq_layouts_and_refits(tmp_path):
     assert [frontier_bench.line_style(m) for m in ("dsp", "dsp+rec", "dsp+rec+kd", "dsp+ft")] == [
         "-", ":", "-.", "--"
     ]  # fmt: skip
+
+
+def test_converged_report_gives_no_seed_spread_to_deterministic_selections(tmp_path):
+    """Head importance picks the same heads for every seed: its seed folders are calibration
+    samples of importance+rec, and the stripped rows they repeat get no spread row."""
+
+    def row(method, k, test):
+        return {"method": method, "heads_to_keep": k, "sacrebleu": test, "valid_sacrebleu": None}
+
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.0}))
+    (tmp_path / "results.json").write_text(
+        json.dumps([row("importance", 18, 11.0), row("importance+rec", 18, 34.0)])
+    )
+    (tmp_path / "results-sweep-seed2i.json").write_text(
+        json.dumps([row("importance", 18, 11.0), row("importance+rec", 18, 34.5)])
+    )
+    out = subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "| head importance, one-shot + reconstruct | 18 | 2 | 34.25 | 34.00-34.50 |" in out
+    assert "| head importance, one-shot | 18 |" not in out
