@@ -29,11 +29,14 @@ demo: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash scripts/demo_multi30k.sh
 
 # One pytest-xdist worker per core, a whole module per worker at a time (its fixtures are
-# built once); one thread each: the tests' tiny models gain nothing from a second thread.
+# built once), in the order of tests/conftest.py (longest modules first; without
+# --no-loadscope-reorder xdist would sort the modules by their number of tests and start
+# the long ones with few tests last); one thread each: the tests' tiny models gain nothing
+# from a second thread.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	OMP_NUM_THREADS=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	OMP_NUM_THREADS=1 PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -42,19 +42,22 @@ def _seed():
 
 # The modules that take longest (bench: pytest --durations), first: under pytest-xdist's
 # --dist loadfile each module runs whole on one worker, so the long ones start at once and
-# the short ones fill in around them.
+# the short ones fill in around them (the Makefile passes --no-loadscope-reorder, else xdist
+# reorders the modules by their number of tests).
 LONGEST_FIRST = [
-    "test_recipes.py",
     "test_recipes_from_baseline.py",
+    "test_recipes.py",
     "test_ct2_export.py",
-    "test_recovery_end_to_end.py",
     "test_baselines.py",
-    "test_robustness_distributed.py",
-    "test_end_to_end.py",
-    "test_stock_equivalence.py",
+    "test_recovery_end_to_end.py",
     "test_cli_inputs.py",
-    "test_reconstruct.py",
+    "test_stock_equivalence.py",
+    "test_end_to_end.py",
+    "test_robustness_distributed.py",
+    "test_robustness_inputs.py",
     "test_ddp_gate.py",
+    "test_readme.py",
+    "test_robustness_precision.py",
 ]
 
 
