@@ -74,15 +74,23 @@ def fairseq_choice_at_layout(model, layout) -> dict:
     return kept
 
 
-def evaluate_sacrebleu(data: str, ckpt: str, out: str, subset: str, reuse: bool = False) -> float:
-    """sacreBLEU of ``ckpt`` on ``subset`` by examples/translation/evaluate.sh (beam 5) into
-    ``out``; ``reuse``: an ``out/score.json`` already there is read instead of decoding again."""
+def evaluate_scores(
+    data: str, ckpt: str, out: str, subset: str, reuse: bool = False, quiet: bool = True
+) -> dict:
+    """The score.json of examples/translation/evaluate.sh (beam 5) for ``ckpt`` on
+    ``subset``, written into ``out``; ``reuse``: an ``out/score.json`` already there is read
+    instead of decoding again; ``quiet``: evaluate.sh's own output is dropped."""
     score = os.path.join(out, "score.json")
     if not (reuse and os.path.exists(score)):
         subprocess.run(
             ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data", data,
              "--checkpoint", ckpt, "--out", out, "--subset", subset],
-            check=True, stdout=subprocess.DEVNULL,
+            check=True, stdout=subprocess.DEVNULL if quiet else None,
         )  # fmt: skip
     with open(score) as f:
-        return json.load(f)["sacrebleu"]
+        return json.load(f)
+
+
+def evaluate_sacrebleu(data: str, ckpt: str, out: str, subset: str, reuse: bool = False) -> float:
+    """sacreBLEU of :func:`evaluate_scores`."""
+    return evaluate_scores(data, ckpt, out, subset, reuse)["sacrebleu"]

@@ -35,7 +35,7 @@ sys.path.insert(0, ROOT)
 
 import speed_bench as sb  # noqa: E402
 
-from bench.common import fairseq_choice_at_layout, quiet_fairseq  # noqa: E402
+from bench.common import evaluate_scores, fairseq_choice_at_layout, quiet_fairseq  # noqa: E402
 
 
 def main() -> int:
@@ -100,14 +100,18 @@ def main() -> int:
                 )  # fmt: skip
             models.append((rec, "eval-rec", True))
         for ckpt, eval_dir, reconstructed in models:
-            score = evaluate(args.data, ckpt, os.path.join(out, eval_dir), "test")
+            score = evaluate_scores(
+                args.data, ckpt, os.path.join(out, eval_dir), "test", quiet=False
+            )
             if layout is not None:
                 k = sum(len(v) for v in kept_heads_of(pruned).values())
             rows.append({"k": k, "layout": None if layout is None else "{},{}".format(*layout),
                          "reconstruct": reconstructed, "sacrebleu": score["sacrebleu"],
                          "tok_bleu": score["tok_bleu"], "checkpoint": ckpt})  # fmt: skip
             if args.valid:
-                valid = evaluate(args.data, ckpt, os.path.join(out, eval_dir + "-valid"), "valid")
+                valid = evaluate_scores(
+                    args.data, ckpt, os.path.join(out, eval_dir + "-valid"), "valid", quiet=False
+                )
                 rows[-1]["valid_sacrebleu"] = valid["sacrebleu"]
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
@@ -121,17 +125,6 @@ def main() -> int:
             f"{r['sacrebleu']} | {r['tok_bleu']} | {r.get('valid_sacrebleu', '')} |"
         )
     return 0
-
-
-def evaluate(data: str, ckpt: str, out: str, subset: str) -> dict:
-    """examples/translation/evaluate.sh on one split (it skips a decode that is up to date)."""
-    subprocess.run(
-        ["bash", os.path.join(ROOT, "examples/translation/evaluate.sh"), "--data", data,
-         "--checkpoint", ckpt, "--out", out, "--subset", subset],
-        check=True,
-    )  # fmt: skip
-    with open(os.path.join(out, "score.json")) as f:
-        return json.load(f)
 
 
 def kept_heads_of(pruned: str) -> dict:
