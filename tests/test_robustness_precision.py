@@ -207,3 +207,18 @@ def test_fully_sharded_data_parallel_is_refused_before_training(tmp_path):
         task.build_model(fairseq_cfg("--heads-to-keep", "5").model)
     # decoding a checkpoint needs no training setup
     assert task.build_model(fairseq_cfg("--heads-to-keep", "5").model, from_checkpoint=True)
+
+
+def test_bf16_without_torch_xla_is_refused_before_training():
+    """fairseq 0.12's --bf16 means a TPU; without torch_xla its trainer fails obscurely."""
+    from train_helpers import fairseq_cfg, tiny_task
+
+    from dsp_fairseq.tasks import translation_dsp
+    from dsp_fairseq.tasks.translation_dsp import TranslationDSPConfig, TranslationDSPTask
+
+    assert not translation_dsp._has_torch_xla()  # (not installed here)
+    d = tiny_task().source_dictionary
+    task = TranslationDSPTask(TranslationDSPConfig(bf16=True), d, d)
+    with pytest.raises(ValueError, match="--bf16 in fairseq 0.12 trains on a TPU"):
+        task.build_model(fairseq_cfg("--heads-to-keep", "5").model)
+    assert task.build_model(fairseq_cfg("--heads-to-keep", "5").model, from_checkpoint=True)

@@ -28,6 +28,7 @@ model state on every rank but never calls ``task.load_state_dict``.
 """
 
 # No "from __future__ import annotations": fairseq reads the config fields' types.
+import importlib.util
 import logging
 import math
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class TranslationDSPConfig(TranslationConfig):
     # fairseq's own settings the task needs (no command-line options of their own).
     ddp_backend: str = II("distributed_training.ddp_backend")
     reset_optimizer: bool = II("checkpoint.reset_optimizer")
+    bf16: bool = II("common.bf16")
 
 
 def _setting(value, default):
@@ -66,6 +68,10 @@ def _setting(value, default):
     if isinstance(value, str) and value.startswith("${"):
         return default
     return default if value is None else value
+
+
+def _has_torch_xla() -> bool:
+    return importlib.util.find_spec("torch_xla") is not None
 
 
 def find_head_gate(model) -> Optional[HeadGate]:
@@ -117,6 +123,13 @@ class TranslationDSPTask(TranslationTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         """Build the model; give a trainable gate its own Adam (not when loading for inference)."""
+        if not from_checkpoint and _setting(self.cfg.bf16, False) and not _has_torch_xla():
+            # fairseq 0.12's --bf16 sets --tpu; without torch_xla its trainer would stop at
+            # "'NoneType' object has no attribute 'xla_device'" after the model is built
+            raise ValueError(
+                "--bf16 in fairseq 0.12 trains on a TPU (it sets --tpu) and needs torch_xla, "
+                "which is not installed; on a GPU use --fp16 or --amp, on a CPU train in float32"
+            )
         model = super().build_model(cfg, from_checkpoint)
         gate = find_head_gate(model)
         if from_checkpoint or gate is None or gate.frozen:
