@@ -78,6 +78,18 @@ def variant_of(name: str):
     return None
 
 
+def _is_seed_file(name: str, found) -> bool:
+    return re.fullmatch(re.escape(found[0]) + r"-s[0-9]+\.json", name) is not None
+
+
+SUFFIXES = {"rec": "reconstruct", "ft": "fine-tune", "kd": "distilled fine-tune"}
+
+
+def suffix_label(method: str) -> str:
+    """' + reconstruct + fine-tune' for 'dsp+rec+ft' (the recovery steps of a sweep row)."""
+    return "".join(f" + {SUFFIXES[s]}" for s in method.split("+")[1:])
+
+
 def load(path: str):
     if not os.path.isfile(path):
         return None
@@ -137,23 +149,19 @@ def main() -> int:
                 seeds.setdefault((r["method"], int(r["heads_to_keep"])), []).append(
                     float(r["sacrebleu"])
                 )
-    for name in sorted(os.listdir(args.dir)):  # selection variants (issue 17, item 3)
-        found = variant_of(name)
-        if found is None:
-            continue
-        prefix, label = found
-        seed_file = re.fullmatch(re.escape(prefix) + r"-s[0-9]+\.json", name) is not None
+    # selection variants (issue 17, item 3): the variant's own file first; its seed files
+    # (results-sweep-VARIANT-sN.json) add seeds, or the cell of a row the first file lacks
+    variant_files = [(n, variant_of(n)) for n in sorted(os.listdir(args.dir)) if variant_of(n)]
+    variant_files.sort(key=lambda item: _is_seed_file(*item))
+    for name, (prefix, label) in variant_files:
+        seed_file = _is_seed_file(name, (prefix, label))
         for r in load(os.path.join(args.dir, name)) or []:
-            method = f"{prefix}:{r['method']}"
-            if seed_file:  # results-sweep-VARIANT-sN.json: another seed of that variant
-                seeds.setdefault((method, int(r["heads_to_keep"])), []).append(
-                    float(r["sacrebleu"])
-                )
+            method, k = f"{prefix}:{r['method']}", int(r["heads_to_keep"])
+            if seed_file and (method, k) in cells:
+                seeds.setdefault((method, k), []).append(float(r["sacrebleu"]))
                 continue
-            LABELS.setdefault(
-                method, label + (" + reconstruct" if r["method"].endswith("+rec") else "")
-            )
-            cells[(method, int(r["heads_to_keep"]))] = (
+            LABELS.setdefault(method, label + suffix_label(r["method"]))
+            cells[(method, k)] = (
                 float(r["sacrebleu"]),
                 None if r.get("valid_sacrebleu") is None else float(r["valid_sacrebleu"]),
             )

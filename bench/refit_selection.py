@@ -119,31 +119,47 @@ def main() -> int:
     pad = model.decoder.dictionary.pad()
     batches = calibration_batches(task, model, args.calibration_batches)
     start = time.time()
-    curves, subsets, prefixes = [], [], forward_order(model)
-    for prefix in prefixes:
-        attn = model.get_submodule(prefix)
-        fit = LinearRefit(attn.out_proj.in_features, attn.out_proj.out_features)
-        for sample in batches():
-            got = _capture(model, prefix, sample, ffn=False)
-            x, y = got["head_out"].double(), got["out"].double()
-            if args.norm == "stream":  # per token, by the residual stream after the sublayer
-                scale = (y + got["residual"].double()).norm(dim=-1, keepdim=True).clamp_min(1e-6)
-                x, y = x / scale, y / scale
-            fit.add_batch(x, y, _positions(sample, prefix, pad))
-        errors = subset_errors(fit, attn.num_heads, attn.head_dim, args.ridge)
-        best = {}
-        for subset, err in errors.items():
-            if len(subset) not in best or err < errors[best[len(subset)]]:
-                best[len(subset)] = subset
-        curves.append([errors[best[k]] for k in range(attn.num_heads + 1)])
-        subsets.append(best)
-        print(
-            f"{prefix}: best-subset error by heads kept "
-            + " ".join(f"{e:.3g}" for e in curves[-1]),
-            file=sys.stderr,
-            flush=True,
-        )
-    select_seconds = time.time() - start
+    prefixes = forward_order(model)
+    # the curves depend on the model, the batches, the norm and the ridge only: cached, so
+    # that another K (or a rerun after an interruption) skips the captures
+    cache = os.path.join(
+        args.out, f"curves-{args.norm}-n{args.calibration_batches}-r{args.ridge:g}.json"
+    )
+    if os.path.exists(cache):
+        with open(cache) as f:
+            saved = json.load(f)
+        curves = saved["curves"]
+        subsets = [{int(k): tuple(v) for k, v in best.items()} for best in saved["subsets"]]
+        select_seconds = saved["seconds"]
+    else:
+        curves, subsets = [], []
+        for prefix in prefixes:
+            attn = model.get_submodule(prefix)
+            fit = LinearRefit(attn.out_proj.in_features, attn.out_proj.out_features)
+            for sample in batches():
+                got = _capture(model, prefix, sample, ffn=False)
+                x, y = got["head_out"].double(), got["out"].double()
+                if args.norm == "stream":  # per token, by the residual stream after the sublayer
+                    scale = (y + got["residual"].double()).norm(dim=-1, keepdim=True)
+                    x, y = x / scale.clamp_min(1e-6), y / scale.clamp_min(1e-6)
+                fit.add_batch(x, y, _positions(sample, prefix, pad))
+            errors = subset_errors(fit, attn.num_heads, attn.head_dim, args.ridge)
+            best = {}
+            for subset, err in errors.items():
+                if len(subset) not in best or err < errors[best[len(subset)]]:
+                    best[len(subset)] = subset
+            curves.append([errors[best[k]] for k in range(attn.num_heads + 1)])
+            subsets.append(best)
+            print(
+                f"{prefix}: best-subset error by heads kept "
+                + " ".join(f"{e:.3g}" for e in curves[-1]),
+                file=sys.stderr,
+                flush=True,
+            )
+        select_seconds = time.time() - start
+        with open(cache + ".tmp", "w") as f:
+            json.dump({"curves": curves, "subsets": subsets, "seconds": select_seconds}, f)
+        os.replace(cache + ".tmp", cache)
     table = os.path.join(args.out, "results.json")
     rows = json.load(open(table)) if os.path.exists(table) else []
     for k in [int(k) for k in args.ks.split(",")]:

@@ -159,7 +159,10 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     ]))  # fmt: skip
     (tmp_path / "results-sweep-gatekd.json").write_text(json.dumps([row("dsp+rec", 18, 31.0)]))
     # another seed of a variant: its spread, not a replacement of its cell
-    (tmp_path / "results-sweep-gatekd-s2.json").write_text(json.dumps([row("dsp+rec", 18, 32.0)]))
+    # ... and a row its first file lacks (a fine-tune) is that seed file's cell
+    (tmp_path / "results-sweep-gatekd-s2.json").write_text(
+        json.dumps([row("dsp+rec", 18, 32.0), row("dsp+rec+ft", 18, 37.0, 37.5)])
+    )
     # the distillation settings (beside the table's default 0.5, 1) and an alternating run
     (tmp_path / "results-sweep-kd18.json").write_text(
         json.dumps([row("dsp+rec+kd", 18, 35.0, 35.5)])
@@ -202,6 +205,10 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert (
         "| pipelined DSP, gates trained on KL to the unpruned model + reconstruct | 18 | 2 | "
         "31.50 | 31.00-32.00 |" in lines
+    )
+    assert (
+        "| pipelined DSP, gates trained on KL to the unpruned model + reconstruct + fine-tune "
+        "| 37.00 (37.50) |  |  |" in lines
     )
     goal = next(line for line in lines if line.startswith("| retraining-free: DSP + reconstruct"))
     assert "H/2: 38.50, 1.50 below (limit 2.0)" in goal and "H/4: 33.00, 7.00 below" in goal
