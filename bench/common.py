@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -94,3 +95,14 @@ def evaluate_scores(
 def evaluate_sacrebleu(data: str, ckpt: str, out: str, subset: str, reuse: bool = False) -> float:
     """sacreBLEU of :func:`evaluate_scores`."""
     return evaluate_scores(data, ckpt, out, subset, reuse)["sacrebleu"]
+
+
+def baseline_parser(doc: str, ks: str, base_help: str) -> argparse.ArgumentParser:
+    """The options of the scripts that prune one trained baseline: --data, --base, --ks."""
+    p = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
+    p.add_argument("--base", required=True, help=base_help)
+    p.add_argument("--ks", default=ks, help=f"heads to keep, comma-separated (default {ks})")
+    return p

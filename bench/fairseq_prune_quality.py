@@ -22,7 +22,6 @@ self-attention, DEC in every decoder self- and cross-attention; OUT/lENCxDEC/), 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -35,16 +34,16 @@ sys.path.insert(0, ROOT)
 
 import speed_bench as sb  # noqa: E402
 
-from bench.common import evaluate_scores, fairseq_choice_at_layout, quiet_fairseq  # noqa: E402
+from bench.common import (  # noqa: E402
+    baseline_parser,
+    evaluate_scores,
+    fairseq_choice_at_layout,
+    quiet_fairseq,
+)
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
-    p.add_argument("--base", required=True, help="trained stock transformer checkpoint")
-    p.add_argument("--ks", default="9,18")
+    p = baseline_parser(__doc__, "9,18", "trained stock transformer checkpoint")
     p.add_argument("--layouts", default="", help="uniform layouts ENC,DEC separated by ;")
     p.add_argument("--out", required=True)
     p.add_argument(

@@ -24,7 +24,6 @@ valid sacreBLEU, heads per attention, seconds) and prints one JSON row per K.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -33,7 +32,7 @@ import time
 from typing import Dict, List, Sequence, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import evaluate_scores  # noqa: E402
+from bench.common import baseline_parser, evaluate_scores  # noqa: E402
 
 
 def subset_errors(fit, num_heads: int, head_dim: int, ridge: float) -> Dict[Tuple[int, ...], float]:
@@ -83,12 +82,7 @@ def allocate(curves: Sequence[Sequence[float]], budget: int) -> List[int]:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
-    p.add_argument("--base", required=True, help="the unpruned checkpoint")
-    p.add_argument("--ks", default="36,18,9")
+    p = baseline_parser(__doc__, "36,18,9", "the unpruned checkpoint")
     p.add_argument("--out", required=True)
     p.add_argument("--norm", choices=("stream", "none"), default="stream")
     p.add_argument("--calibration-batches", type=int, default=20)
