@@ -40,7 +40,7 @@ def subset_errors(fit, num_heads: int, head_dim: int, ridge: float) -> Dict[Tupl
     import torch
 
     n = fit.in_features
-    gram = fit.gram.clone()
+    gram = fit.gram.clone()  # ridge as in LinearRefit.solve (relative to the mean diagonal)
     diag = torch.diagonal(gram)[:n]
     diag += ridge * float(diag.mean().clamp_min(1e-12))
     errors = {}
@@ -54,10 +54,10 @@ def subset_errors(fit, num_heads: int, head_dim: int, ridge: float) -> Dict[Tupl
                 sol = torch.linalg.solve(g, c)
             except RuntimeError:  # singular (ridge 0 with dependent heads)
                 sol = torch.linalg.pinv(g) @ c
-            # |Y|^2 - 2 tr(S^T C) + tr(S^T G S), with the unshrunk Gram
-            g0 = fit.gram[idx][:, idx]
-            err = fit.target_sq - 2 * float((sol * c).sum()) + float((sol * (g0 @ sol)).sum())
-            errors[subset] = max(err, 0.0)
+            # the refit's own error formula, on the solution with zeros for the dropped heads
+            weight = torch.zeros(n, sol.size(1), dtype=sol.dtype)
+            weight[idx[:-1]] = sol[:-1]
+            errors[subset] = fit.residual_error(weight.T, sol[-1]) * fit.target_sq
     return errors
 
 
