@@ -79,7 +79,9 @@ def variant_of(name: str):
 
 
 def _is_seed_file(name: str, found) -> bool:
-    return re.fullmatch(re.escape(found[0]) + r"-s[0-9]+\.json", name) is not None
+    """results-sweep-VARIANT-sN.json, or -kK-sN.json (runs of one K: the first fills the
+    variant's empty cells, the next add seeds)."""
+    return re.fullmatch(re.escape(found[0]) + r"(-k[0-9]+)?-s[0-9]+\.json", name) is not None
 
 
 SUFFIXES = {"rec": "reconstruct", "ft": "fine-tune", "kd": "distilled fine-tune"}

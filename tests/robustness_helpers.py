@@ -22,6 +22,7 @@ import torch
 from conftest import ROOT, write_multi30k_slice
 from fairseq.data import Dictionary
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from inprocess import fairseq_train
 
 BIN = Path(sys.executable).parent
 PLUGIN = ROOT / "dsp_fairseq"
@@ -47,7 +48,15 @@ def run(*cmd, check=True, env=None, timeout=300) -> subprocess.CompletedProcess:
 def train_cmd(data, save_dir, updates: int, *extra, user_dir=True) -> List[str]:
     """A tiny transformer_dsp_small fairseq-train command (21 batches per epoch)."""
     return [
-        str(BIN / "fairseq-train"), str(data),
+        str(BIN / "fairseq-train"),
+        *train_args(data, save_dir, updates, *extra, user_dir=user_dir),
+    ]
+
+
+def train_args(data, save_dir, updates: int, *extra, user_dir=True) -> List[str]:
+    """train_cmd's arguments, without the program (for ``inprocess.fairseq_train``)."""
+    return [
+        str(data),
         *(["--user-dir", str(PLUGIN), "--task", "translation_dsp"] if user_dir else []),
         "--arch", "transformer_dsp_small", *TINY, "--share-all-embeddings",
         "--optimizer", "adam", "--lr", "2e-3", "--lr-scheduler", "inverse_sqrt",
@@ -75,11 +84,11 @@ def tiny_corpus(tmp_path_factory) -> Path:
 
 
 def tiny_checkpoint(tmp_path_factory) -> Path:
-    """A masked transformer_dsp checkpoint after 4 real fairseq-train updates."""
+    """A masked transformer_dsp checkpoint after 4 real fairseq-train updates (in-process)."""
     save = _cached(tmp_path_factory, "robustness-ckpt")
     ckpt = save / "checkpoint_last.pt"
     if not ckpt.is_file():
-        run(*train_cmd(tiny_corpus(tmp_path_factory), save, 4))
+        fairseq_train(train_args(tiny_corpus(tmp_path_factory), save, 4))
     return ckpt
 
 

@@ -5,15 +5,15 @@ stripped by dsp-strip; pipelined pruning of a stock fairseq transformer
 (gates only, --freeze-gates fine-tuning, strip); Michel et al. importance and
 random pruning of a stock checkpoint; per-type budgets.
 
-fairseq-train runs as a subprocess. fairseq-generate, dsp-strip and
-dsp-importance mostly run in-process through their CLI entry functions
-(``fairseq_cli.generate.main``, ``dsp_fairseq.cli.*.main``) to save the ~5 s
-interpreter start-up each; one subprocess call of each console script checks
-the installed entry points.
+The CLIs mostly run in-process through their entry functions (fairseq-train's
+cli_main path through ``inprocess.fairseq_train``, ``fairseq_cli.generate.main``,
+``dsp_fairseq.cli.*.main``) to save the ~5 s of interpreter start-up and imports
+each subprocess costs. The stock checkpoint is trained by a real ``fairseq-train``
+subprocess without --user-dir (so it is trained without the plugin, which the
+test process has imported), and one subprocess call of dsp-strip and of
+dsp-importance checks the installed entry points.
 """
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT, write_multi30k_slice
+from inprocess import call_cli, fairseq_generate, fairseq_train, one_thread
 
 from dsp_fairseq.checkpoint_io import load_checkpoint
 from dsp_fairseq.cli import importance as importance_cli
@@ -57,39 +58,22 @@ def run(*cmd, check=True):
     return proc
 
 
-def train(data, save_dir, *extra, arch="transformer_dsp", updates=8, user_dir=True):
-    """fairseq-train, a few updates, logging every update; returns stdout+stderr."""
-    proc = run(
-        BIN / "fairseq-train", data,
+def train(data, save_dir, *extra, arch="transformer_dsp", updates=8, user_dir=True, script=False):
+    """fairseq-train, a few updates, logging every update; returns its output (stdout +
+    stderr). In-process (``inprocess.fairseq_train``); the console script if ``script``."""
+    argv = [
+        data,
         *(["--user-dir", ROOT / "dsp_fairseq", "--task", "translation_dsp"] if user_dir else []),
         "--arch", arch, *SHAPE, "--optimizer", "adam", "--lr", "2e-3",
         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4", "--max-tokens", "1500",
         "--max-update", str(updates), "--save-dir", save_dir, "--no-epoch-checkpoints",
         "--cpu", "--seed", "3", "--log-format", "simple", "--log-interval", "1",
         "--share-all-embeddings", "--disable-validation", *extra,
-    )  # fmt: skip
-    return proc.stdout + proc.stderr
-
-
-@contextlib.contextmanager
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def call_cli(main, *argv):
-    """Run a CLI entry function in-process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), one_thread():
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as exc:  # argparse usage errors
-            code = exc.code
-    return code, out.getvalue(), err.getvalue()
+    ]  # fmt: skip
+    if script:
+        proc = run(BIN / "fairseq-train", *argv)
+        return proc.stdout + proc.stderr
+    return fairseq_train(argv)
 
 
 def strip(*argv, ok=True):
@@ -101,19 +85,12 @@ def strip(*argv, ok=True):
 
 def generate(data, ckpt):
     """fairseq-generate (its main(), in-process): hypothesis strings in sentence order."""
-    from fairseq import options
-    from fairseq_cli import generate as fairseq_generate
-
-    argv = [
-        str(data), "--user-dir", str(ROOT / "dsp_fairseq"), "--path", str(ckpt),
+    out = fairseq_generate([
+        data, "--user-dir", ROOT / "dsp_fairseq", "--path", ckpt,
         "--gen-subset", "test", "--beam", "4", "--batch-size", "40",
         "--max-len-a", "0", "--max-len-b", "12", "--cpu", "--required-batch-size-multiple", "1",
-    ]  # fmt: skip
-    args = options.parse_args_and_arch(options.get_generation_parser(), argv)
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), one_thread():
-        fairseq_generate.main(args)
-    rows = [line.split("\t") for line in buf.getvalue().splitlines() if line.startswith("H-")]
+    ])  # fmt: skip
+    rows = [line.split("\t") for line in out.splitlines() if line.startswith("H-")]
     hyps = [r[2] for r in sorted(rows, key=lambda r: int(r[0][2:]))]
     assert len(hyps) == 20
     return hyps
@@ -162,9 +139,10 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def stock(corpus, tmp_path_factory):
-    """A stock fairseq `transformer` checkpoint (trained without the plugin)."""
+    """A stock fairseq `transformer` checkpoint, trained without the plugin: the module's
+    one fairseq-train subprocess (the console script, in a process without dsp_fairseq)."""
     save = tmp_path_factory.mktemp("stock")
-    train(corpus, save, arch="transformer", updates=12, user_dir=False)
+    train(corpus, save, arch="transformer", updates=12, user_dir=False, script=True)
     return save / "checkpoint_last.pt"
 
 

@@ -163,6 +163,11 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     (tmp_path / "results-sweep-gatekd-s2.json").write_text(
         json.dumps([row("dsp+rec", 18, 32.0), row("dsp+rec+ft", 18, 37.0, 37.5)])
     )
+    # runs of one K (-kK-sN): the first fills the empty K = 36 cell, the next is a seed
+    for seed, test in ((1, 37.5), (2, 38.25)):
+        (tmp_path / f"results-sweep-gatekd-k36-s{seed}.json").write_text(
+            json.dumps([row("dsp+rec", 36, test, 38.0 + seed)])
+        )
     # the distillation settings (beside the table's default 0.5, 1) and an alternating run
     (tmp_path / "results-sweep-kd18.json").write_text(
         json.dumps([row("dsp+rec+kd", 18, 35.0, 35.5)])
@@ -197,14 +202,17 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         in lines
     )
     assert "| fairseq `_adaptive_prune_heads` + reconstruct |  | 30.00 (29.00) |  |" in lines
-    assert any(
-        line.startswith("| pipelined DSP, gates trained on KL to the unpruned model + reconstruct")
-        and "31.00" in line
-        for line in lines
+    assert (
+        "| pipelined DSP, gates trained on KL to the unpruned model + reconstruct "
+        "| 31.00 | 37.50 (39.00) |  |" in lines
     )
     assert (
         "| pipelined DSP, gates trained on KL to the unpruned model + reconstruct | 18 | 2 | "
         "31.50 | 31.00-32.00 |" in lines
+    )
+    assert (
+        "| pipelined DSP, gates trained on KL to the unpruned model + reconstruct | 36 | 2 | "
+        "37.88 | 37.50-38.25 |" in lines
     )
     assert (
         "| pipelined DSP, gates trained on KL to the unpruned model + reconstruct + fine-tune "

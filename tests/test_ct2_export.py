@@ -5,10 +5,14 @@
 * the uniform budget --heads-per-attention ENC,DEC: exactly ENC / DEC heads in every
   attention for every gate type (test mask, and training masks), pipelined and joint;
   ``dsp-strip --importance/--random --heads-per-attention``; fairseq's choice at a layout;
-* end to end on the tiny Multi30k slice: a transformer_dsp model trained 120 and 600 updates,
+* end to end on the tiny Multi30k slice: a transformer_dsp model trained 120 and 480 updates,
   stripped at a uniform and at an uneven layout, exported, translated by CTranslate2 and
   compared with fairseq's own beam search (beam 5 and greedy, float32): identical tokens;
   the CLI on raw text against fairseq-generate; refusals with reasons.
+
+dsp-strip and dsp-export-ct2 run in-process through their entry functions
+(tests/inprocess.py: ~5 s of start-up less per call; their console scripts are started in
+test_cli_inputs.py); fairseq-train, fairseq-generate and dsp-translate-ct2 as subprocesses.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from inprocess import call_cli, fairseq_train
 from robustness_helpers import (
     BIN,
     checkpoint_state,
@@ -29,12 +34,14 @@ from robustness_helpers import (
     make_task,
     run,
     tiny_corpus,
-    train_cmd,
+    train_args,
 )
 
 ct2 = pytest.importorskip("ctranslate2")
 
 from dsp_fairseq.checkpoint_io import load_checkpoint, model_args  # noqa: E402
+from dsp_fairseq.cli import export_ct2 as export_cli  # noqa: E402
+from dsp_fairseq.cli import strip as strip_cli  # noqa: E402
 from dsp_fairseq.export.layout import plan_export  # noqa: E402
 from dsp_fairseq.export.padding import pad_attention  # noqa: E402
 from dsp_fairseq.gates import GATE_REGISTRY  # noqa: E402
@@ -201,11 +208,11 @@ def corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def training(corpus, tmp_path_factory) -> Path:
-    """transformer_dsp_small (tiny widths) trained 600 updates, the gate keeping all 36 heads,
+    """transformer_dsp_small (tiny widths) trained 480 updates, the gate keeping all 36 heads,
     with a checkpoint every 120 updates (one run serves both models below: the trajectory,
     and so the update-120 checkpoint, is that of a run stopped at 120)."""
     save = tmp_path_factory.mktemp("ct2-trained")
-    run(*train_cmd(corpus, save, 600, "--heads-to-keep", "36", "--lr", "5e-3",
+    fairseq_train(train_args(corpus, save, 480, "--heads-to-keep", "36", "--lr", "5e-3",
                    "--save-interval-updates", "120"))  # fmt: skip
     return save
 
@@ -220,7 +227,7 @@ def trained(training) -> Path:
 @pytest.fixture(scope="module")
 def stripped(corpus, trained, training, tmp_path_factory) -> dict:
     """A uniform layout (3 heads in every attention), an uneven one (a global K = 24) and one
-    with empty attentions (14 heads): random heads of the model trained 600 updates (with
+    with empty attentions (14 heads): random heads of the model trained 480 updates (with
     fewer, every input gets the same output), the first two reconstructed (dsp-strip
     --reconstruct: new out_proj and fc2 weights) so that they still translate, the third
     stripped from the 120-update model (it rambles to the limit)."""
@@ -230,16 +237,27 @@ def stripped(corpus, trained, training, tmp_path_factory) -> dict:
            "--calibration-max-tokens", "1000", "--quiet"]  # fmt: skip
     for name, budget in (("uniform", ["--heads-per-attention", "3,3"]),
                          ("padded", ["--heads-to-keep", "24"])):  # fmt: skip
-        run("dsp-strip", "--input", training / "checkpoint_last.pt", "--output", paths[name],
+        _strip("--input", training / "checkpoint_last.pt", "--output", paths[name],
             "--random", "--seed", "1", *budget, *rec)  # fmt: skip
-    run("dsp-strip", "--input", trained, "--output", paths["empty"], "--random",
+    _strip("--input", trained, "--output", paths["empty"], "--random",
         "--heads-to-keep", "14", "--seed", "2")  # fmt: skip
     return paths
 
 
-def _export(ckpt, out, corpus, *extra, check=True):
-    return run("dsp-export-ct2", "--input", ckpt, "--output", out, "--data", corpus, *extra,
-               check=check)  # fmt: skip
+def _cli(main, *argv, check=True) -> subprocess.CompletedProcess:
+    """An entry function in-process, its result shaped like a subprocess's."""
+    code, out, err = call_cli(main, *argv)
+    assert code == 0 or not check, f"exit {code}:\n{out[-3000:]}\n{err[-3000:]}"
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def _strip(*argv, check=True) -> subprocess.CompletedProcess:
+    return _cli(strip_cli.main, *argv, check=check)
+
+
+def _export(ckpt, out, corpus, *extra, check=True) -> subprocess.CompletedProcess:
+    return _cli(export_cli.main, "--input", ckpt, "--output", out, "--data", corpus, *extra,
+                check=check)  # fmt: skip
 
 
 def _fairseq_hypotheses(ckpt, corpus, beam):
@@ -383,7 +401,7 @@ def test_padded_export_returns_fairseq_attention(trained, corpus, tmp_path):
     attention it returns (max |fairseq - ct2| 0.0458); with alignment_heads set to the kept
     heads it is fairseq's."""
     pruned = tmp_path / "pruned.pt"
-    run("dsp-strip", "--input", trained, "--output", pruned, "--random",
+    _strip("--input", trained, "--output", pruned, "--random",
         "--heads-to-keep", "18", "--seed", "5")  # fmt: skip
     out = tmp_path / "ct2"
     _export(pruned, out, corpus)
@@ -478,17 +496,17 @@ def test_strip_cli_with_layout(trained, tmp_path):
                      for s in slots]}  # fmt: skip
     (tmp_path / "scores.json").write_text(json.dumps(doc))
     out = tmp_path / "imp.pt"
-    run("dsp-strip", "--input", trained, "--output", out, "--importance",
+    _strip("--input", trained, "--output", out, "--importance",
         tmp_path / "scores.json", "--heads-per-attention", "2,1")  # fmt: skip
     state = load_checkpoint(str(out))
     assert model_args(state).stripped_heads == LAYOUT
     # the highest-scored heads of each attention: 2, 3 in the encoder, 3 in the decoder
     assert all(v == ([2, 3] if p.startswith("encoder.") else [3])
                for p, v in state["dsp_kept_heads"].items())  # fmt: skip
-    bad = run("dsp-strip", "--input", trained, "--output", tmp_path / "x.pt", "--random",
+    bad = _strip("--input", trained, "--output", tmp_path / "x.pt", "--random",
               "--heads-per-attention", "5,1", check=False)  # fmt: skip
     assert bad.returncode == 2 and "cannot keep 5" in bad.stderr
-    bad = run("dsp-strip", "--input", trained, "--output", tmp_path / "x.pt",
+    bad = _strip("--input", trained, "--output", tmp_path / "x.pt",
               "--heads-per-attention", "2,1", check=False)  # fmt: skip
     assert bad.returncode == 2 and "needs --importance or --random" in bad.stderr
 
@@ -525,8 +543,7 @@ def test_export_refuses_existing_output_and_missing_data(stripped, corpus, tmp_p
     (tmp_path / "out").mkdir()
     proc = _export(stripped["uniform"], tmp_path / "out", corpus, check=False)
     assert proc.returncode == 2 and "--force" in proc.stderr
-    proc = run("dsp-export-ct2", "--input", stripped["uniform"], "--output", tmp_path / "o2",
-               "--data", tmp_path / "nowhere", check=False)  # fmt: skip
+    proc = _export(stripped["uniform"], tmp_path / "o2", tmp_path / "nowhere", check=False)
     assert proc.returncode == 2 and "--data" in proc.stderr
     # --force replaces the old model
     _export(stripped["uniform"], tmp_path / "out", corpus, "--force")

@@ -1,16 +1,21 @@
 """Recovery after pruning, end to end with the real CLIs on a tiny Multi30k slice:
 dsp-strip --reconstruct / dsp-reconstruct, fairseq-validate, fairseq-generate, and a
-distilled fine-tune (finetune-pruned.sh --teacher)."""
+distilled fine-tune (finetune-pruned.sh --teacher). dsp-strip, the refusals of
+dsp-reconstruct and fairseq-validate run in-process through their entry functions
+(tests/inprocess.py); dsp-reconstruct, fairseq-generate, fairseq-train and the recipe as
+subprocesses."""
 
 import json
-import re
 
 import pytest
 import torch
 from conftest import ROOT
-from robustness_helpers import BIN, PLUGIN, run, tiny_corpus, train_cmd
+from inprocess import call_cli, cli_ok, fairseq_train, fairseq_validate
+from robustness_helpers import BIN, PLUGIN, run, tiny_corpus, train_args
 
 from dsp_fairseq.checkpoint_io import load_checkpoint
+from dsp_fairseq.cli import reconstruct as reconstruct_cli
+from dsp_fairseq.cli import strip as strip_cli
 
 
 @pytest.fixture(scope="module")
@@ -22,28 +27,25 @@ def corpus(tmp_path_factory):
 def base(corpus, tmp_path_factory):
     """transformer_dsp_small trained 100 updates with every head (the unpruned model)."""
     save = tmp_path_factory.mktemp("recovery-base")
-    run(*train_cmd(corpus, save, 100, "--heads-to-keep", "36", "--lr", "5e-3"), timeout=900)
+    fairseq_train(train_args(corpus, save, 100, "--heads-to-keep", "36", "--lr", "5e-3"))
     return save / "checkpoint_last.pt"
 
 
 def valid_loss(corpus, ckpt) -> float:
-    proc = run(BIN / "fairseq-validate", corpus, "--user-dir", PLUGIN, "--path", ckpt, "--task", "translation",
-               "--valid-subset", "valid", "--max-tokens", "2000", "--cpu")  # fmt: skip
-    found = re.findall(r"\| loss ([0-9.]+)", proc.stdout + proc.stderr)
-    assert found, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return float(found[-1])
+    return float(fairseq_validate([corpus, "--user-dir", PLUGIN, "--path", ckpt, "--task", "translation",
+                             "--valid-subset", "valid", "--max-tokens", "2000", "--cpu"]))  # fmt: skip
 
 
 def test_reconstruction_lowers_the_validation_loss(corpus, base, tmp_path):
     plain, rec = tmp_path / "plain.pt", tmp_path / "rec.pt"
     select = ["--random", "--heads-to-keep", "12", "--seed", "2"]
-    run("dsp-strip", "--input", base, "--output", plain, *select)
-    proc = run("dsp-strip", "--input", base, "--output", rec, *select, "--reconstruct",
-               "--data", corpus, "--calibration-batches", "4", "--calibration-max-tokens", "1000")  # fmt: skip
-    assert "reconstruction: target residual" in proc.stdout
+    cli_ok(strip_cli.main, "--input", base, "--output", plain, *select)
+    out, err = cli_ok(strip_cli.main, "--input", base, "--output", rec, *select, "--reconstruct",
+                      "--data", corpus, "--calibration-batches", "4", "--calibration-max-tokens", "1000")  # fmt: skip
+    assert "reconstruction: target residual" in out
     # progress on stderr: 9 attentions and 6 FFN output layers
-    assert "[14/15] decoder.layers.2.encoder_attn" in proc.stderr
-    assert "[15/15] decoder.layers.2.fc2" in proc.stderr
+    assert "[14/15] decoder.layers.2.encoder_attn" in err
+    assert "[15/15] decoder.layers.2.fc2" in err
     state = load_checkpoint(str(rec))
     record = state["dsp_reconstruction"]
     assert record["calibration_batches"] == 4 and record["target"] == "residual"
@@ -66,16 +68,16 @@ def test_reconstruction_lowers_the_validation_loss(corpus, base, tmp_path):
 
 def test_refusals(corpus, base, tmp_path):
     plain = tmp_path / "plain.pt"
-    run("dsp-strip", "--input", base, "--output", plain, "--random", "--heads-to-keep", "9")
+    cli_ok(strip_cli.main, "--input", base, "--output", plain, "--random", "--heads-to-keep", "9")
     out = tmp_path / "out.pt"
     # a model that is not pruned
-    proc = run("dsp-reconstruct", "--pruned", base, "--base", base, "--data", corpus,
-               "--output", out, check=False)  # fmt: skip
-    assert proc.returncode == 2 and "not stripped" in proc.stderr
+    code, _, err = call_cli(reconstruct_cli.main, "--pruned", base, "--base", base, "--data",
+                            corpus, "--output", out)  # fmt: skip
+    assert code == 2 and "not stripped" in err
     # no such data folder
-    proc = run("dsp-reconstruct", "--pruned", plain, "--base", base, "--data", tmp_path / "nope",
-               "--output", out, check=False)  # fmt: skip
-    assert proc.returncode == 2 and "--data" in proc.stderr and "no such folder" in proc.stderr
+    code, _, err = call_cli(reconstruct_cli.main, "--pruned", plain, "--base", base, "--data",
+                            tmp_path / "nope", "--output", out)  # fmt: skip
+    assert code == 2 and "--data" in err and "no such folder" in err
     # a data folder with other dictionaries
     other = tmp_path / "other"
     other.mkdir()
@@ -84,15 +86,15 @@ def test_refusals(corpus, base, tmp_path):
     for lang in ("de", "en"):
         (other / f"dict.{lang}.txt").unlink()
         (other / f"dict.{lang}.txt").write_text("".join(f"x{i} 1\n" for i in range(50)))
-    proc = run("dsp-reconstruct", "--pruned", plain, "--base", base, "--data", other,
-               "--output", out, check=False)  # fmt: skip
-    assert proc.returncode == 2 and "do not fit" in proc.stderr and "dictionaries" in proc.stderr
+    code, _, err = call_cli(reconstruct_cli.main, "--pruned", plain, "--base", base, "--data",
+                            other, "--output", out)  # fmt: skip
+    assert code == 2 and "do not fit" in err and "dictionaries" in err
     assert not out.exists() and not list(tmp_path.glob(".tmp-*"))
 
 
 def test_distilled_finetune_recipe(corpus, base, tmp_path):
     plain = tmp_path / "plain.pt"
-    run("dsp-strip", "--input", base, "--output", plain, "--random", "--heads-to-keep", "12")
+    cli_ok(strip_cli.main, "--input", base, "--output", plain, "--random", "--heads-to-keep", "12")
     data = corpus.parent
     save = tmp_path / "ft"
     run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned", plain,

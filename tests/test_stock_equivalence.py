@@ -7,15 +7,18 @@ loss and fairseq-generate (beam search: incremental decoding with beam
 reordering, plus --print-alignment) the same hypotheses, scores and
 alignments as for the stock model. Training: one ``--update-freq 2`` update
 equals one update on the double batch, and equals stock fairseq's update.
+
+The stock side's training runs and beam search are the console scripts (subprocesses);
+the rest runs the same CLIs' entry functions in the test process (tests/inprocess.py).
 """
 
 from __future__ import annotations
 
 import copy
-import re
 
 import pytest
 import torch
+from inprocess import fairseq_generate, fairseq_train, fairseq_validate
 from robustness_helpers import BIN, PLUGIN, run, tiny_corpus
 
 from dsp_fairseq.checkpoint_io import load_checkpoint, model_args, save_checkpoint_atomic
@@ -69,17 +72,15 @@ def checkpoints(tmp_path_factory):
 
 
 def _validate_loss(data, path) -> str:
-    proc = run(BIN / "fairseq-validate", data, *COMMON, "--path", path, "--task", "translation",
-               "--valid-subset", "valid", "--max-tokens", "2000")  # fmt: skip
-    found = re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", proc.stdout + proc.stderr)
-    assert found, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return found[-1]
+    return fairseq_validate([data, *COMMON, "--path", path, "--task", "translation",
+                             "--valid-subset", "valid", "--max-tokens", "2000"])  # fmt: skip
 
 
-def _generate(data, path):
-    proc = run(BIN / "fairseq-generate", data, *COMMON, "--path", path, "--gen-subset", "test",
-               "--beam", "4", "--batch-size", "16", "--print-alignment", "--max-len-b", "20")  # fmt: skip
-    lines = sorted(line for line in proc.stdout.splitlines() if line[:2] in ("H-", "P-", "A-"))
+def _generate(data, path, script=False):
+    argv = [data, *COMMON, "--path", path, "--gen-subset", "test", "--beam", "4",
+            "--batch-size", "16", "--print-alignment", "--max-len-b", "20"]  # fmt: skip
+    out = run(BIN / "fairseq-generate", *argv).stdout if script else fairseq_generate(argv)
+    lines = sorted(line for line in out.splitlines() if line[:2] in ("H-", "P-", "A-"))
     assert sum(line.startswith("A-") for line in lines) == 40
     return lines
 
@@ -111,20 +112,24 @@ def test_validate_loss_equals_stock(checkpoints):
 
 def test_beam_search_and_alignment_equal_stock(checkpoints):
     data, paths = checkpoints
-    stock = _generate(data, paths["stock"])
+    stock = _generate(data, paths["stock"], script=True)  # the reference: the console script
     assert len({line.split("\t")[-1] for line in stock if line.startswith("H-")}) > 1
     _same_lines(_generate(data, paths["no-gate"]), stock)
     _same_lines(_generate(data, paths["gate-K=H"]), stock)
 
 
-def _one_update(data, save_dir, arch, *extra):
-    run(BIN / "fairseq-train", data, *COMMON, "--task", "translation_dsp", "--arch", arch, *ARCH,
+def _one_update(data, save_dir, arch, *extra, script=False):
+    argv = [data, *COMMON, "--task", "translation_dsp", "--arch", arch, *ARCH,
         "--optimizer", "sgd", "--lr", "0.5", "--max-update", "1",
         "--train-subset", "valid", "--valid-subset", "valid", "--disable-validation",
         "--required-batch-size-multiple", "1", "--dropout", "0", "--seed", "5",
         "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
         "--save-dir", save_dir, "--no-epoch-checkpoints", "--log-format", "simple",
-        *extra)  # fmt: skip
+        *extra]  # fmt: skip
+    if script:
+        run(BIN / "fairseq-train", *argv)
+    else:
+        fairseq_train(argv)
     return load_checkpoint(str(save_dir / "checkpoint_last.pt"))["model"]
 
 
@@ -138,7 +143,7 @@ def test_update_freq_2_equals_the_double_batch_and_stock(tmp_path_factory, tmp_p
                               "--batch-size", "20", "--update-freq", "2")  # fmt: skip
     double = _one_update(data, tmp_path / "double", "transformer_dsp", *ste, "--batch-size", "40")
     stock = _one_update(data, tmp_path / "stock", "transformer", "--batch-size", "20",
-                        "--update-freq", "2")  # fmt: skip
+                        "--update-freq", "2", script=True)  # fmt: skip
     gate = {"head_gate.logits", "head_gate.adam_step", "head_gate.adam_exp_avg",
             "head_gate.adam_exp_avg_sq"}  # the logits and their Adam state  # fmt: skip
     assert set(accumulated) == set(double) == set(stock) | gate
