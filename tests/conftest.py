@@ -47,17 +47,21 @@ def _seed():
 LONGEST_FIRST = [
     "test_recipes_from_baseline.py",
     "test_recipes.py",
+    "test_robustness_distributed.py",
     "test_ct2_export.py",
     "test_baselines.py",
-    "test_recovery_end_to_end.py",
     "test_cli_inputs.py",
-    "test_stock_equivalence.py",
     "test_end_to_end.py",
-    "test_robustness_distributed.py",
-    "test_robustness_inputs.py",
+    "test_recovery_end_to_end.py",
     "test_ddp_gate.py",
+    "test_stock_equivalence.py",
+    "test_robustness_inputs.py",
     "test_readme.py",
+    "test_robustness_resume.py",
     "test_robustness_precision.py",
+    "test_fp16.py",
+    "test_robustness_safe_loading.py",
+    "test_training_paths.py",
 ]
 
 

@@ -1,4 +1,9 @@
-"""Real fairseq-train -> dsp-strip -> fairseq-generate on a tiny Multi30k slice."""
+"""Real fairseq-train -> dsp-strip -> fairseq-generate on a tiny Multi30k slice.
+
+The chain runs the console scripts; the refusals that need a trained model first (a bad K,
+a stock checkpoint) run fairseq-train's and dsp-strip's entry functions in-process
+(tests/inprocess.py), which saves the ~5 s start-up of each subprocess.
+"""
 
 import hashlib
 import os
@@ -10,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT, write_multi30k_slice
+from inprocess import call_cli, fairseq_train
 
 from dsp_fairseq.checkpoint_io import CheckpointError, load_checkpoint
 
@@ -28,7 +34,9 @@ K = 5
 
 
 def run(*cmd, check=True, cwd=None):
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="2")
+    # one thread, as everywhere in the suite: two OpenMP threads per process on two shared
+    # cores (the other pytest worker runs beside) spin against each other
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1")
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, cwd=cwd)
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -37,9 +45,9 @@ def run(*cmd, check=True, cwd=None):
     return proc
 
 
-def train(data, save_dir, *extra, arch="transformer_dsp_small", updates=60):
-    return run(
-        BIN / "fairseq-train",
+def train(data, save_dir, *extra, arch="transformer_dsp_small", updates=60, script=True):
+    """fairseq-train: the console script (stdout + stderr), or in-process (``script=False``)."""
+    argv = [
         data,
         "--user-dir",
         ROOT / "dsp_fairseq",
@@ -72,7 +80,11 @@ def train(data, save_dir, *extra, arch="transformer_dsp_small", updates=60):
         "10",
         "--share-all-embeddings",
         *extra,
-    )
+    ]
+    if not script:
+        return fairseq_train(argv)
+    proc = run(BIN / "fairseq-train", *argv)
+    return proc.stdout + proc.stderr
 
 
 def generate(data, ckpt, *extra):
@@ -130,7 +142,7 @@ def trained(corpus, tmp_path_factory):
         "0.1",
         "--anneal-updates",
         "40",
-    ).stdout
+    )
     return save, log
 
 
@@ -194,6 +206,7 @@ def test_bad_k_fails_before_training(corpus, tmp_path):
             "37",
             "--criterion",
             "dsp_label_smoothed_cross_entropy",
+            script=False,
         )
     assert "choose K in [1, 36]" in str(err.value)
     assert "num_updates" not in str(err.value)
@@ -233,16 +246,13 @@ def test_strip_refuses_bad_inputs(corpus, trained, tmp_path, capsys):
 
 
 def test_strip_refuses_stock_transformer(corpus, tmp_path):
-    train(corpus / "bin", tmp_path, arch="transformer_tiny", updates=3)
-    proc = run(
-        BIN / "dsp-strip",
-        "--input",
-        tmp_path / "checkpoint_last.pt",
-        "--output",
-        tmp_path / "x.pt",
-        check=False,
+    from dsp_fairseq.cli.strip import main
+
+    train(corpus / "bin", tmp_path, arch="transformer_tiny", updates=3, script=False)
+    code, _, err = call_cli(
+        main, "--input", tmp_path / "checkpoint_last.pt", "--output", tmp_path / "x.pt"
     )
-    assert proc.returncode == 2 and "not a transformer_dsp architecture" in proc.stderr
+    assert code == 2 and "not a transformer_dsp architecture" in err
 
 
 class Exploit:

@@ -78,6 +78,7 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     assert after["dsp_kept_heads"] == before["dsp_kept_heads"]
     run(sys.executable, "-m", "dsp_fairseq.plots.report", "--sweep", out)
     assert (out / "plots/heads-random+rec+ft-k12.png").is_file()
+    assert not list((out / "plots").glob("gates-*"))  # random heads train no gates
     with pytest.raises(CheckpointError, match="no 'dsp_kept_heads' record"):
         with_kept_heads(after, {k: v for k, v in after.items() if k != "dsp_kept_heads"})
     other = copy.deepcopy(before)
