@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from inprocess import cli_ok
 from robustness_helpers import BIN, run, tiny_checkpoint, tiny_corpus
 
 SCRIPTS = dict(
@@ -168,7 +169,9 @@ def test_importance_refuses_to_overwrite_without_force(corpus, pruned, tmp_path)
            "--max-batches", "1"]  # fmt: skip
     one_line_error(run(*cmd, check=False), "dsp-importance", f"--output {out}", "--force")
     assert out.read_text() == "keep me"
-    run(*cmd, "--force")
+    from dsp_fairseq.cli import importance
+
+    cli_ok(importance.main, *cmd[1:], "--force")  # (in-process: the refusal is the subject)
     assert json.loads(out.read_text())["method"] == "michel2019"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from inprocess import cli_ok, fairseq_generate
 from robustness_helpers import (
     BIN,
     PLUGIN,
@@ -302,13 +303,13 @@ def test_generate_on_a_stripped_checkpoint_without_user_dir(tmp_path_factory, tm
     data = tiny_corpus(tmp_path_factory)
     masked = tiny_checkpoint(tmp_path_factory)
     pruned = tmp_path / "pruned.pt"
-    run(BIN / "dsp-strip", "--input", masked, "--output", pruned, "--quiet")
-    common = [BIN / "fairseq-generate", data, "--path", pruned, "--gen-subset", "test",
+    cli_ok(strip_cli.main, "--input", masked, "--output", pruned, "--quiet")
+    common = [data, "--path", pruned, "--gen-subset", "test",
               "--beam", "2", "--batch-size", "8", "--max-len-b", "5", "--cpu"]  # fmt: skip
-    bare = run(*common, check=False)
+    bare = run(BIN / "fairseq-generate", *common, check=False)  # a process without the plugin
     assert bare.returncode != 0 and "H-" not in bare.stdout
     assert "Weights only load failed" in bare.stderr
     marker = "Unsupported global: GLOBAL dsp_fairseq.PLUGIN_NEEDED__load_with_fairseq_option"
     assert marker in bare.stderr and "user_dir_set_to_output_of_command_dsp_user_dir" in bare.stderr
-    with_plugin = run(*common, "--user-dir", PLUGIN)
-    assert sum(line.startswith("H-") for line in with_plugin.stdout.splitlines()) == 40
+    with_plugin = fairseq_generate([*common, "--user-dir", PLUGIN])  # (in-process)
+    assert sum(line.startswith("H-") for line in with_plugin.splitlines()) == 40
