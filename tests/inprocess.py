@@ -30,21 +30,41 @@ def one_thread():
         torch.set_num_threads(before)
 
 
+def fairseq_log_handler(stream) -> logging.Handler:
+    """A handler writing to STREAM in fairseq's CLI log format (its logging.basicConfig)."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(
+        logging.Formatter(
+            "%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S"
+        )
+    )
+    return handler
+
+
+@contextlib.contextmanager
+def root_logger_restored():
+    """The root logger's handlers and level as they were, whatever the block did to them
+    (fairseq's entry points replace or add handlers)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield root
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
+
+
 @contextlib.contextmanager
 def captured_logs():
     """Text of every log record in fairseq's own format (what its CLIs print)."""
     buf = io.StringIO()
-    handler = logging.StreamHandler(buf)
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    try:
+    with root_logger_restored() as root:
+        root.addHandler(fairseq_log_handler(buf))
+        root.setLevel(logging.INFO)
         yield buf
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 def call_cli(main: Callable, *argv) -> Tuple[int, str, str]:
@@ -79,18 +99,11 @@ def fairseq_validate(argv: List[str]) -> str:
     override = options.parse_args_and_arch(
         options.get_validation_parser(), argv, suppress_defaults=True
     )
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
     out = io.StringIO()
-    try:  # validate.main() points the root logger at sys.stdout (fairseq's reset_logging)
-        with contextlib.redirect_stdout(out), one_thread(), data_loading_stopped():
+    # validate.main() points the root logger at sys.stdout (fairseq's reset_logging)
+    with root_logger_restored(), contextlib.redirect_stdout(out), one_thread():
+        with data_loading_stopped():
             validate.main(convert_namespace_to_omegaconf(args), override)
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in handlers:
-            root.addHandler(handler)
-        root.setLevel(level)
     found = re.findall(r"valid on '[^']+' subset \| loss ([0-9.]+)", out.getvalue())
     assert found, out.getvalue()[-3000:]
     return found[-1]
@@ -131,69 +144,62 @@ def fairseq_train(argv: List[str]) -> str:
 
     import numpy as np
 
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
     rng = torch.random.get_rng_state(), np.random.get_state(), random.getstate()
     out, err = io.StringIO(), io.StringIO()
     carried, saved, train_logger, train_handlers, metrics = [], {}, None, [], None
-    try:
-        from fairseq import checkpoint_utils, options
-        from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-        from fairseq.distributed import utils as distributed_utils
-        from fairseq.logging import metrics
-        from fairseq_cli import train  # its first import calls logging.basicConfig
+    with root_logger_restored() as root:
+        try:
+            from fairseq import checkpoint_utils, options
+            from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+            from fairseq.distributed import utils as distributed_utils
+            from fairseq.logging import metrics
+            from fairseq_cli import train  # its first import calls logging.basicConfig
 
-        stop = train.should_stop_early
-        carried = [(checkpoint_utils.save_checkpoint, "best"), (stop, "best"), (stop, "num_runs")]
-        for owner, name in carried:
-            if hasattr(owner, name):
-                saved[owner, name] = getattr(owner, name)
-                delattr(owner, name)
-        train_logger, train_handlers = train.logger, list(train.logger.handlers)
-        metrics.reset()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), one_thread():
-            # fairseq_cli/train.py's logging.basicConfig, which is a no-op here (pytest's
-            # handlers are on the root logger) and bound to the real stdout in any case.
-            handler = logging.StreamHandler(out)
-            handler.setFormatter(
-                logging.Formatter(
-                    "%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                    datefmt="%Y-%m-%d %H:%M:%S",
-                )
-            )
-            root.addHandler(handler)
-            root.setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
-            try:
-                parser = options.get_training_parser()
-                args = options.parse_args_and_arch(parser, [str(a) for a in argv])
-                with data_loading_stopped():
-                    distributed_utils.call_main(convert_namespace_to_omegaconf(args), train.main)
-            except (Exception, SystemExit) as exc:  # SystemExit: argparse usage errors
-                raise AssertionError(
-                    f"fairseq-train failed ({exc!r}):\n"
-                    f"{out.getvalue()[-3000:]}\n{err.getvalue()[-3000:]}"
-                ) from exc
-        return out.getvalue() + err.getvalue()
-    finally:
-        if metrics is not None:
+            stop = train.should_stop_early
+            carried = [
+                (checkpoint_utils.save_checkpoint, "best"),
+                (stop, "best"),
+                (stop, "num_runs"),
+            ]
+            for owner, name in carried:
+                if hasattr(owner, name):
+                    saved[owner, name] = getattr(owner, name)
+                    delattr(owner, name)
+            train_logger, train_handlers = train.logger, list(train.logger.handlers)
             metrics.reset()
-        for owner, name in carried:
-            if hasattr(owner, name):
-                delattr(owner, name)
-        for (owner, name), value in saved.items():
-            setattr(owner, name, value)
-        if train_logger is not None:
-            for extra in [h for h in train_logger.handlers if h not in train_handlers]:
-                train_logger.removeHandler(extra)
-                extra.close()
-        for extra in list(root.handlers):
-            root.removeHandler(extra)
-        for kept in handlers:
-            root.addHandler(kept)
-        root.setLevel(level)
-        torch.random.set_rng_state(rng[0])
-        np.random.set_state(rng[1])
-        random.setstate(rng[2])
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), one_thread():
+                # fairseq_cli/train.py's logging.basicConfig, which is a no-op here (pytest's
+                # handlers are on the root logger) and bound to the real stdout in any case.
+                root.addHandler(fairseq_log_handler(out))
+                root.setLevel(os.environ.get("LOGLEVEL", "INFO").upper())
+                try:
+                    parser = options.get_training_parser()
+                    args = options.parse_args_and_arch(parser, [str(a) for a in argv])
+                    with data_loading_stopped():
+                        distributed_utils.call_main(
+                            convert_namespace_to_omegaconf(args), train.main
+                        )
+                except (Exception, SystemExit) as exc:  # SystemExit: argparse usage errors
+                    raise AssertionError(
+                        f"fairseq-train failed ({exc!r}):\n"
+                        f"{out.getvalue()[-3000:]}\n{err.getvalue()[-3000:]}"
+                    ) from exc
+            return out.getvalue() + err.getvalue()
+        finally:
+            if metrics is not None:
+                metrics.reset()
+            for owner, name in carried:
+                if hasattr(owner, name):
+                    delattr(owner, name)
+            for (owner, name), value in saved.items():
+                setattr(owner, name, value)
+            if train_logger is not None:
+                for extra in [h for h in train_logger.handlers if h not in train_handlers]:
+                    train_logger.removeHandler(extra)
+                    extra.close()
+            torch.random.set_rng_state(rng[0])
+            np.random.set_state(rng[1])
+            random.setstate(rng[2])
 
 
 @contextlib.contextmanager

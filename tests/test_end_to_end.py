@@ -213,34 +213,33 @@ def test_bad_k_fails_before_training(corpus, tmp_path):
     assert not (tmp_path / "ck" / "checkpoint_last.pt").exists()
 
 
-def strip_in_process(capsys, *args) -> tuple:
+def strip_in_process(*args) -> tuple:
     """(exit code, stderr) of dsp-strip's main() in this process (no interpreter start-up)."""
     from dsp_fairseq.cli.strip import main
 
-    capsys.readouterr()
-    code = main([str(a) for a in args])
-    return code, capsys.readouterr().err
+    code, _, err = call_cli(main, *args)
+    return code, err
 
 
-def test_strip_refuses_bad_inputs(corpus, trained, tmp_path, capsys):
+def test_strip_refuses_bad_inputs(corpus, trained, tmp_path):
     save, _ = trained
     masked = save / "checkpoint_last.pt"
     digest = hashlib.sha256(masked.read_bytes()).hexdigest()
     # the console script itself once; the other refusals through its main() in this process
     same = run(BIN / "dsp-strip", "--input", masked, "--output", masked, check=False)
     assert same.returncode == 2 and "never overwrites its input" in same.stderr
-    code, err = strip_in_process(capsys, "--input", masked, "--output", tmp_path / "no" / "x.pt")
+    code, err = strip_in_process("--input", masked, "--output", tmp_path / "no" / "x.pt")
     assert code == 2 and "does not exist" in err
     assert hashlib.sha256(masked.read_bytes()).hexdigest() == digest
 
     pruned = tmp_path / "pruned.pt"
-    assert strip_in_process(capsys, "--input", masked, "--output", pruned)[0] == 0
-    code, err = strip_in_process(capsys, "--input", pruned, "--output", tmp_path / "p2.pt")
+    assert strip_in_process("--input", masked, "--output", pruned)[0] == 0
+    code, err = strip_in_process("--input", pruned, "--output", tmp_path / "p2.pt")
     assert code == 2 and "already stripped" in err
 
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(masked.read_bytes()[:5000])
-    code, err = strip_in_process(capsys, "--input", truncated, "--output", tmp_path / "t.pt")
+    code, err = strip_in_process("--input", truncated, "--output", tmp_path / "t.pt")
     assert code == 2 and "truncated or corrupt" in err
     assert not (tmp_path / "t.pt").exists()
 
