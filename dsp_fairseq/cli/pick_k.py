@@ -8,9 +8,11 @@
 model and the raw references. Its bin/ is accepted too and stands for the corpus.
 
 For a trained (unpruned) checkpoint, it prunes with pipelined DSP
-(``examples/translation/prune-pipelined.sh``, its default schedule, and its default
-recovery: the kept heads refit against the unpruned model, ``--recovery none`` to
-score the stripped models as they are) at a few K,
+(``examples/translation/prune-pipelined.sh`` with its defaults: gates trained on KL to
+the unpruned model with the output layers adapting, and the better on valid of the gate
+run's own weights and the refit against the unpruned model; ``--gate-objective labels``
+for gates trained on the references with the model frozen, ``--recovery reconstruct`` or
+``none`` to score one of the two candidates) at a few K,
 scores each stripped model with sacreBLEU on the validation set
 (``evaluate.sh --subset valid``; the test set is never used to choose) and
 bisects the candidate list for the smallest K whose BLEU is at most
@@ -88,6 +90,15 @@ def valid_bleu(data: str, checkpoint: str, out: str, gen_args: str) -> float:
         return float(json.load(f)["sacrebleu"])
 
 
+def chosen_valid_bleu(row: str, recovery: str) -> Optional[float]:
+    """The valid score prune-pipelined.sh --recovery best already measured for its choice."""
+    path = os.path.join(row, "recovery.json")
+    if recovery != "best" or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return float(json.load(f)["valid_sacrebleu_chosen"])
+
+
 def write_atomic(path: str, text: str) -> None:
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)
@@ -129,7 +140,7 @@ def plot_frontier(result: dict, output: str) -> List[str]:
     recovery = result.get("recovery", "none")
     ax.set_title(
         "Pipelined DSP"
-        + (" + reconstruction" if recovery == "reconstruct" else "")
+        + {"reconstruct": " + reconstruction", "best": " + best recovery on valid"}.get(recovery, "")
         + ": validation BLEU against heads kept"
     )
     ax.legend(loc="lower right")
@@ -159,11 +170,20 @@ def main(argv=None) -> int:
     parser.add_argument("--gate-args", default="", help="more fairseq-train args for the gates")
     parser.add_argument("--gen-args", default="", help="more fairseq-generate arguments")
     parser.add_argument(
+        "--gate-objective",
+        choices=("distill", "labels"),
+        default="distill",
+        help="what the gates train on (prune-pipelined.sh --gate-objective): distill "
+        "(default, the best measured: KL to the unpruned model, out_proj and fc2 adapting) "
+        "or labels (label-smoothed CE, the model frozen)",
+    )
+    parser.add_argument(
         "--recovery",
-        choices=("reconstruct", "none"),
-        default="reconstruct",
-        help="what each probe's stripped model gets before it is scored: reconstruct "
-        "(default, the best measured: dsp-strip --reconstruct on training batches) or none",
+        choices=("best", "reconstruct", "none"),
+        default="best",
+        help="what each probe's stripped model gets before it is scored (prune-pipelined.sh "
+        "--recovery): best (default: the better on valid of the gate run's own weights and "
+        "the refit), reconstruct (dsp-strip --reconstruct on training batches) or none",
     )
     args = parser.parse_args(argv)
 
@@ -226,12 +246,15 @@ def main(argv=None) -> int:
                 "prune-pipelined.sh", "--data", args.data, "--base", args.base,
                 "--heads-to-keep", k, "--save-dir", row, "--preset", args.preset,
                 "--seed", args.seed, "--train-args", args.gate_args,
-                "--recovery", args.recovery,
+                "--gate-objective", args.gate_objective, "--recovery", args.recovery,
+                "--gen-args", args.gen_args,
             )  # fmt: skip
-            bleu = valid_bleu(
-                args.data, os.path.join(row, "pruned.pt"), os.path.join(row, "eval-valid"),
-                args.gen_args,
-            )  # fmt: skip
+            bleu = chosen_valid_bleu(row, args.recovery)
+            if bleu is None:
+                bleu = valid_bleu(
+                    args.data, os.path.join(row, "pruned.pt"), os.path.join(row, "eval-valid"),
+                    args.gen_args,
+                )  # fmt: skip
             within = bleu >= base - args.tolerance
             probes[k] = {"k": k, "valid_sacrebleu": bleu, "delta": bleu - base, "within": within}
             say(f"K = {k}: {bleu:.2f} ({bleu - base:+.2f}) {'within' if within else 'outside'}")
@@ -245,6 +268,7 @@ def main(argv=None) -> int:
         "total_heads": total,
         "tolerance": args.tolerance,
         "recovery": args.recovery,
+        "gate_objective": args.gate_objective,
         "unpruned_valid_sacrebleu": base,
         "candidates": ks,
         "probes": [probes[k] for k in sorted(probes)],
