@@ -120,6 +120,26 @@ class HeadGate(nn.Module):
         bound = math.sqrt(6.0 / (1 + self.num_heads))
         nn.init.uniform_(self.logits, -bound, bound)
 
+    def init_from_scores(self, scores: Tensor, scale: float) -> None:
+        """Start the logits from per-head scores (e.g. head importance, one per head).
+
+        Their logarithms, standardised, times ``scale``: the first test mask keeps the
+        top-scored heads, and the scale (2 gives about the spread trained logits reach)
+        decides how much evidence training needs to swap a head.
+        """
+        scores = torch.as_tensor(scores, dtype=torch.float64).flatten()
+        if scores.numel() != self.num_heads:
+            raise ValueError(f"{scores.numel()} scores for a gate of {self.num_heads} heads")
+        if not torch.isfinite(scores).all() or (scores < 0).any():
+            raise ValueError("head scores must be finite and non-negative")
+        positive = scores[scores > 0]
+        floor = positive.min() / 2 if positive.numel() else torch.tensor(1.0, dtype=scores.dtype)
+        logs = scores.clamp_min(floor).log()
+        spread = logs.std() if self.num_heads > 1 else logs.new_tensor(0.0)
+        z = (logs - logs.mean()) / spread if spread > 0 else torch.zeros_like(logs)
+        with torch.no_grad():
+            self.logits.copy_((scale * z).to(self.logits.dtype))
+
     @property
     def heads_to_keep(self) -> Optional[int]:
         """Budgeted number of kept heads; None when the gate decides (no budget)."""

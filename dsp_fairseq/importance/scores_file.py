@@ -92,8 +92,10 @@ def read_importance(path: str) -> dict:
     return doc
 
 
-def ranking_for_model(doc: dict, slots: Sequence[AttentionSlot], source: str = "") -> List[Head]:
-    """The document's ranking, checked against the model's attention layout."""
+def scores_by_slot(
+    doc: dict, slots: Sequence[AttentionSlot], source: str = ""
+) -> Dict[str, List[float]]:
+    """The document's scores per attention prefix, checked against the model's layout."""
     have = {}
     for entry in doc["slots"]:
         try:
@@ -112,9 +114,14 @@ def ranking_for_model(doc: dict, slots: Sequence[AttentionSlot], source: str = "
             f"{source}: the scores were computed for another attention layout "
             f"(heads per attention differ: {'; '.join(diff[:4])})"
         )
+    return have
+
+
+def ranking_for_model(doc: dict, slots: Sequence[AttentionSlot], source: str = "") -> List[Head]:
+    """The document's ranking, checked against the model's attention layout."""
+    scores = scores_by_slot(doc, slots, source)
     if doc.get("ranking"):
         return check_ranking(slots, [tuple(item) for item in doc["ranking"]])
-    scores: Dict[str, List[float]] = have
     return ranking_from_scores(slots, scores)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
@@ -35,6 +36,8 @@ DSP_DEFAULTS = {
     "train_gates_only": False,
     "train_gates_with": None,
     "freeze_gates": False,
+    "gate_init_scores": None,
+    "gate_init_scale": 2.0,
 }
 
 
@@ -87,6 +90,13 @@ class TransformerDSPModel(TransformerModel):
         parser.add_argument("--freeze-gates", action="store_true", default=None,
                             help="freeze the gate logits and train with the fixed test mask "
                                  "(fine-tuning phase of pipelined pruning)")
+        parser.add_argument("--gate-init-scores", type=str, metavar="JSON",
+                            help="start the gate logits from these per-head scores (a "
+                                 "dsp-importance file of the same model) instead of at random: "
+                                 "standardised log scores times --gate-init-scale")
+        parser.add_argument("--gate-init-scale", type=float, metavar="X",
+                            help="spread of the logits started from --gate-init-scores "
+                                 "(default 2: about the spread trained logits reach)")
         parser.add_argument("--stripped-heads", type=str, metavar="SPEC",
                             help="set by dsp-strip: heads left in each attention, "
                                  "e.g. enc-self=4,2,0;dec-self=1,4,3;cross=0,0,1")
@@ -144,6 +154,9 @@ class TransformerDSPModel(TransformerModel):
                 "train the gates first, then fine-tune with --freeze-gates"
             )
         self.head_gate, gated = build_gate(args, attention_slots(args))
+        self._gate_init_missing: Optional[str] = None
+        if args.gate_init_scores:
+            self._init_gate_from_scores(args, gated)
         start = 0
         for slot in gated:
             self.get_submodule(slot.prefix).attach_gate(self.head_gate, start)
@@ -173,6 +186,23 @@ class TransformerDSPModel(TransformerModel):
             " (frozen: training with the test mask)" if args.freeze_gates else "",
         )
 
+    def _init_gate_from_scores(self, args, gated: List[AttentionSlot]) -> None:
+        from ..importance.scores_file import read_importance, scores_by_slot
+
+        path = args.gate_init_scores
+        if not os.path.isfile(path):
+            # A gated checkpoint loaded elsewhere brings its own logits and needs no file;
+            # loading a gate-less base checkpoint without it is an error (see below).
+            self._gate_init_missing = path
+            return
+        source = f"--gate-init-scores {path}"
+        by_slot = scores_by_slot(read_importance(path), attention_slots(args), source)
+        scores = [v for slot in gated for v in by_slot[slot.prefix]]
+        self.head_gate.init_from_scores(torch.tensor(scores), args.gate_init_scale)
+        logger.info(
+            "transformer_dsp: gate logits start from %s (scale %g)", path, args.gate_init_scale
+        )
+
     # -- fairseq hooks ---------------------------------------------------------
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
         if self.head_gate is None:
@@ -186,6 +216,12 @@ class TransformerDSPModel(TransformerModel):
         prefix = f"{name}." if name else ""
         key = f"{prefix}head_gate.logits"
         if self.head_gate is not None and key not in state_dict:
+            if self._gate_init_missing:
+                raise ValueError(
+                    f"--gate-init-scores {self._gate_init_missing}: no such file; the gates "
+                    "of this gate-less checkpoint were to start from it (run dsp-importance "
+                    "first, or drop the option)"
+                )
             # A checkpoint without gates (stock fairseq transformer): start the
             # gates from their fresh initialisation; no other key changes.
             logger.info(
