@@ -128,3 +128,84 @@ def test_pick_k_counts_the_heads_of_the_models_own_layout(tmp_path, no_cross):
                               no_cross_attention=no_cross)  # fmt: skip
     save_checkpoint_atomic({"cfg": {"model": args}, "model": {}}, str(tmp_path / "base.pt"))
     assert count_heads(str(tmp_path / "base.pt")) == 2 * 4 + 3 * 8 * (1 if no_cross else 2)
+
+
+def _scores_file(path, slots, scores):
+    """A dsp-importance file (format dsp-head-importance/1) with these per-head scores."""
+    import json
+
+    docs, start = [], 0
+    for s in slots:
+        docs.append({"prefix": s.prefix, "kind": s.kind, "layer": s.layer,
+                     "num_heads": s.num_heads, "scores": scores[start:start + s.num_heads]})  # fmt: skip
+        start += s.num_heads
+    path.write_text(json.dumps({"format": "dsp-head-importance/1", "slots": docs}))
+    return path
+
+
+def test_gate_logits_start_from_importance_scores(tmp_path):
+    """--gate-init-scores: the first test mask keeps the heads the scores rank highest (the
+    heads dsp-strip --importance keeps from the same file), the logits are the standardised
+    log scores times --gate-init-scale, and loading a gate-less (stock) checkpoint keeps
+    them; a checkpoint with gate logits brings its own."""
+    import torch
+    from train_helpers import fairseq_cfg, tiny_task
+
+    from dsp_fairseq.importance.scores_file import ranking_for_model, read_importance
+    from dsp_fairseq.pruning.selection import kept_from_ranking
+
+    task = tiny_task()
+    plain = task.build_model(fairseq_cfg("--heads-to-keep", "5").model)
+    slots = attention_slots(plain.args)
+    scores = torch.rand(12, generator=torch.Generator().manual_seed(3)).add(0.01).tolist()
+    scores[4] = 0.0  # a head with no measured effect: still finite after the log
+    path = _scores_file(tmp_path / "imp.json", slots, scores)
+    cfg = fairseq_cfg("--heads-to-keep", "5", "--gate-init-scores", str(path),
+                      "--gate-init-scale", "1.5")  # fmt: skip
+    model = task.build_model(cfg.model)
+    logits = model.head_gate.logits.detach().double()
+    assert logits.mean().item() == pytest.approx(0.0, abs=1e-6)
+    assert logits.std().item() == pytest.approx(1.5, rel=1e-5)
+    assert torch.equal(logits.argsort(), torch.tensor(scores).argsort())  # the same order
+    mask = model.head_gate.test_mask()
+    flat, start = {}, 0
+    for s in slots:
+        for h in range(s.num_heads):
+            flat[(s.prefix, h)] = start + h
+        start += s.num_heads
+    kept = kept_from_ranking(slots, ranking_for_model(read_importance(str(path)), slots), 5)
+    expected = sorted(flat[(p, h)] for p, heads in kept.items() for h in heads)
+    assert mask.nonzero().flatten().tolist() == expected
+    stock = {k: v for k, v in plain.state_dict().items() if not k.startswith("head_gate")}
+    again = task.build_model(cfg.model)
+    again.load_state_dict(stock, strict=False, model_cfg=cfg.model)
+    assert torch.equal(again.head_gate.logits.detach(), model.head_gate.logits.detach())
+    gated = task.build_model(cfg.model)
+    gated.load_state_dict(plain.state_dict(), strict=True, model_cfg=cfg.model)
+    assert torch.equal(gated.head_gate.logits.detach(), plain.head_gate.logits.detach())
+
+
+def test_gate_init_scores_refusals(tmp_path):
+    """A scores file of another layout fails at build time; a missing file fails only where
+    it was needed (a gate-less checkpoint to start from), saying what to do."""
+    from train_helpers import fairseq_cfg, tiny_task
+
+    from dsp_fairseq.gates.dsp import DSPGate
+
+    task = tiny_task()
+    plain = task.build_model(fairseq_cfg("--heads-to-keep", "5").model)
+    slots = attention_slots(plain.args)
+    short = _scores_file(tmp_path / "short.json", slots[:-1], [1.0] * 8)
+    with pytest.raises(ValueError, match="another attention layout"):
+        task.build_model(fairseq_cfg("--heads-to-keep", "5", "--gate-init-scores", str(short)).model)
+    missing = fairseq_cfg("--heads-to-keep", "5", "--gate-init-scores", str(tmp_path / "no.json"))
+    model = task.build_model(missing.model)  # e.g. dsp-strip reading a trained gated checkpoint
+    model.load_state_dict(plain.state_dict(), strict=True, model_cfg=missing.model)
+    stock = {k: v for k, v in plain.state_dict().items() if not k.startswith("head_gate")}
+    with pytest.raises(ValueError, match="no such file.*run dsp-importance first"):
+        task.build_model(missing.model).load_state_dict(stock, strict=False, model_cfg=missing.model)
+    gate = DSPGate(4, build_budget([4], heads_to_keep=2))
+    with pytest.raises(ValueError, match="3 scores for a gate of 4 heads"):
+        gate.init_from_scores([1.0, 2.0, 3.0], 2.0)
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        gate.init_from_scores([1.0, -2.0, 3.0, 1.0], 2.0)

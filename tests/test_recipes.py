@@ -329,6 +329,29 @@ def test_bleu_eval_scores_and_labels():
         bleu_eval.score(["a"], refs, None, "en")
 
 
+def test_choose_recovery_takes_the_best_validation_score(tmp_path):
+    from dsp_fairseq.recipes import choose_recovery
+
+    def score(name, bleu):
+        (tmp_path / name).write_text(json.dumps({"sacrebleu": bleu}))
+        return f"{name}={tmp_path / name}"
+
+    assert choose_recovery.choose([("reconstruct", 30.0), ("none", 30.0)]) == "reconstruct"
+    assert choose_recovery.choose([("reconstruct", 30.0), ("none", 30.5)]) == "none"
+    out = tmp_path / "choice.json"
+    code = choose_recovery.main(
+        ["--candidate", score("reconstruct", 31.25), "--candidate", score("none", 33.5),
+         "--output", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(out.read_text()) == {
+        "recovery": "best", "chosen": "none", "valid_sacrebleu": {"reconstruct": 31.25,
+        "none": 33.5}, "valid_sacrebleu_chosen": 33.5,
+    }  # fmt: skip
+    assert choose_recovery.main(["--candidate", "none"]) == 2  # not NAME=FILE
+    assert choose_recovery.main(["--candidate", f"none={tmp_path / 'absent.json'}"]) == 2
+
+
 def test_results_table_resumes(tmp_path):
     prefix = str(tmp_path / "results")
     score = {"sacrebleu": 1.5, "tok_bleu": 2.5, "sacrebleu_signature": "sig"}
@@ -467,6 +490,24 @@ def test_sweep_pipelined_run_trained_only_gates_for_one_epoch(sweep):
     assert "heads kept: 12 of 36" in (work / "sweep/runs/dsp-k12/strip.txt").read_text()
 
 
+def test_dsp_gates_train_on_kl_to_the_base_with_the_output_layers(sweep):
+    """The default gate objective for dsp (prune-pipelined.sh --gate-objective distill): the
+    KL term against the unpruned model is logged, the attention output projections and FFN
+    output layers moved, every other weight is the base's, bit for bit."""
+    import torch
+
+    from dsp_fairseq.checkpoint_io import load_checkpoint
+
+    work, _ = sweep
+    log = (work / "sweep/runs/dsp-k12/train.log").read_text()
+    assert "distill_kl" in log and "train_gates_with='out_proj,fc2'" in log
+    base = load_checkpoint(str(work / "baseline/checkpoint_best.pt"))["model"]
+    gated = load_checkpoint(str(work / "sweep/runs/dsp-k12/checkpoint_last.pt"))["model"]
+    moved = {k for k, v in base.items() if not torch.equal(v, gated[k])}
+    assert moved and all(("out_proj" in k or "fc2" in k) for k in moved), sorted(moved)[:5]
+    assert any("out_proj" in k for k in moved) and any("fc2" in k for k in moved)
+
+
 def test_gate_args_reach_gate_training_only(sweep):
     work, _ = sweep
     gates = (work / "sweep/runs/dsp-k12/train.log").read_text()
@@ -486,6 +527,7 @@ def test_pipelined_validates_at_interval_and_strips_the_best_gates(sweep, tmp_pa
         "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "5",
         "--save-dir", out, "--preset", "cpu-small", "--validate-interval", "3",
         "--train-args", f"{TRAIN} {GATE_ARGS} --gate-lr 1.0 --max-tokens 300",
+        "--gen-args", GEN,
     )  # fmt: skip
     log = (out / "train.log").read_text()
     valid = [
@@ -509,6 +551,16 @@ def test_pipelined_validates_at_interval_and_strips_the_best_gates(sweep, tmp_pa
                 "cross": f"decoder.layers.{parts[1]}.encoder_attn",
             }[parts[0]]
             assert heads == kept[prefix], line
+    # --recovery best (the default): both candidates scored on valid, the better one kept
+    choice = json.loads((out / "recovery.json").read_text())
+    bleu = {c: json.loads((out / f"valid-{c}/score.json").read_text())["sacrebleu"]
+            for c in ("none", "reconstruct")}  # fmt: skip
+    assert choice["valid_sacrebleu"] == bleu
+    assert choice["chosen"] == ("none" if bleu["none"] > bleu["reconstruct"] else "reconstruct")
+    assert f"recovery: best of none and reconstruct on valid -> {choice['chosen']}" in report
+    pruned = load_checkpoint(str(out / "pruned.pt"))
+    assert ("dsp_reconstruction" in pruned) == (choice["chosen"] == "reconstruct")
+    assert not list(out.glob("pruned-*.pt"))  # the other candidate is not kept
 
 
 def test_sweep_plots_are_valid_png_and_svg(sweep):
@@ -583,6 +635,17 @@ def test_recipes_fail_clearly_on_missing_inputs(tmp_path, sweep):
         "bash", RECIPES / "train-dsp-joint.sh", "--data", data, "--save-dir", tmp_path, check=False
     )
     assert no_k.returncode == 1 and "--heads-to-keep is required" in no_k.stderr
+    for option, value, needle in [
+        ("--gate-objective", "magic", "--gate-objective must be distill or labels"),
+        ("--recovery", "magic", "--recovery must be best, reconstruct or none"),
+    ]:
+        bad = run(
+            "bash", RECIPES / "prune-pipelined.sh", "--data", data,
+            "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "4",
+            "--save-dir", tmp_path / "p2", option, value, check=False,
+        )  # fmt: skip
+        assert bad.returncode == 1 and needle in bad.stderr, bad.stderr
+        assert not (tmp_path / "p2").exists()  # refused before anything was written
 
 
 def test_frontier_bench_times_every_stripped_row(sweep, tmp_path):

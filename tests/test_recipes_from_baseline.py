@@ -43,14 +43,28 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     proc = run(
         "bash", RECIPES / "sweep.sh", "--data", work / "data",
         "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
-        "--methods", "random,random+rec+ft", "--ks", "12", "--finetune-updates", "6", "--valid",
+        "--methods", "random,random+best,random+rec+ft", "--ks", "12", "--finetune-updates", "6",
+        "--valid",
         "--train-args", TRAIN, "--gen-args", GEN, "--no-plots",
     )  # fmt: skip
     assert "fine-tune" in proc.stdout and "6 updates" in proc.stdout
     rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
     # the default --recovery reconstruct adds random+rec after random; suffixes chain
     # (+rec+ft starts from +rec)
-    assert list(rows) == ["random", "random+rec", "random+rec+ft"]
+    assert sorted(rows) == ["random", "random+best", "random+rec", "random+rec+ft"]
+    assert (out / "runs/random+rec-k12/eval-valid/score.json").stat().st_mtime <= (
+        out / "runs/random+best-k12/recovery.json"
+    ).stat().st_mtime  # +best ran after +rec
+    # +best: the better on valid of random and random+rec, linked, its scores copied
+    best = json.loads((out / "runs/random+best-k12/recovery.json").read_text())
+    valid = {m: float(rows[m]["valid_sacrebleu"]) for m in ("random", "random+rec")}
+    chosen = "random" if valid["random"] > valid["random+rec"] else "random+rec"
+    assert best["chosen"] == {"random": "none", "random+rec": "reconstruct"}[chosen]
+    for column in ("sacrebleu", "valid_sacrebleu", "params"):
+        assert rows["random+best"][column] == rows[chosen][column]
+    assert (out / "runs/random+best-k12/pruned.pt").resolve() == (
+        out / f"runs/{chosen}-k12/pruned.pt"
+    ).resolve()
     plain_state = load_checkpoint(rows["random"]["checkpoint"])
     rec_state = load_checkpoint(rows["random+rec"]["checkpoint"])
     assert rows["random"]["params"] == rows["random+rec"]["params"]
@@ -92,6 +106,13 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
         "--gen-args", GEN, check=False,
     )  # fmt: skip
     assert bad.returncode == 1 and "list dsp before dsp+ft" in bad.stderr
+    no_valid = run(
+        "bash", RECIPES / "sweep.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--out", tmp_path / "sw3",
+        "--methods", "random,random+best", "--ks", "12", "--no-plots", check=False,
+    )  # fmt: skip
+    assert no_valid.returncode == 1 and "chooses on the validation set: add --valid" in no_valid.stderr
+    assert not (tmp_path / "sw3").exists()
 
 
 def test_smallest_passing_bisects_the_candidates():
@@ -131,6 +152,12 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     assert "| 6 |" in (tmp_path / "pk/pick.md").read_text()
     assert is_png(tmp_path / "pk/frontier.png") and is_svg(tmp_path / "pk/frontier.svg")
     assert "heads kept: 6 of 36" in (tmp_path / "pk/runs/dsp-k6/strip.txt").read_text()
+    # the defaults: distill gates, recovery best, the probe scored by the recipe's own choice
+    assert result["recovery"] == "best" and result["gate_objective"] == "distill"
+    assert "distill_kl" in (tmp_path / "pk/runs/dsp-k6/train.log").read_text()
+    choice = json.loads((tmp_path / "pk/runs/dsp-k6/recovery.json").read_text())
+    assert result["probes"][0]["valid_sacrebleu"] == choice["valid_sacrebleu_chosen"]
+    assert not (tmp_path / "pk/runs/dsp-k6/eval-valid").exists()  # not decoded twice
     chosen = model_args(load_checkpoint(str(tmp_path / "pk/pruned.pt")))
     assert chosen.stripped_heads
     # rerun: every probe is reused (nothing retrained)

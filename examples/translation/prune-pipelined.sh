@@ -95,7 +95,8 @@ need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
 case $RECOVERY in
   best) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
-  *) recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS" ;;
+  reconstruct|none) recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS" ;;
+  *) die "--recovery must be best, reconstruct or none, not '$RECOVERY'" ;;
 esac
 [[ $RECOVERY == none ]] || RECOVER+=(--unpruned "$BASE")  # the unpruned model the gates start from
 [[ -n $OBJECTIVE ]] || { [[ $GATE == dsp ]] && OBJECTIVE=distill || OBJECTIVE=labels; }
@@ -177,22 +178,11 @@ if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt || $(cat "$SAVE/recovery" 2>/
       bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$SAVE/pruned-$cand.pt" \
         --out "$SAVE/valid-$cand" --subset valid --gen-args "$GEN_ARGS"
     done
-    chosen=$(python - "$SAVE" <<'PY'
-import json, os, sys
-save = sys.argv[1]
-bleu = {c: json.load(open(os.path.join(save, f"valid-{c}", "score.json")))["sacrebleu"]
-        for c in ("none", "reconstruct")}
-chosen = "none" if bleu["none"] > bleu["reconstruct"] else "reconstruct"  # ties: the refit
-doc = {"recovery": "best", "chosen": chosen, "valid_sacrebleu": bleu,
-       "valid_sacrebleu_chosen": bleu[chosen]}
-with open(os.path.join(save, "recovery.json.tmp"), "w") as f:
-    json.dump(doc, f, indent=1)
-    f.write("\n")
-os.replace(os.path.join(save, "recovery.json.tmp"), os.path.join(save, "recovery.json"))
-print(chosen)
-PY
-    ) || die "cannot compare the two candidates' validation scores (see above)"
-    say "recovery best: $chosen ($(python -c 'import json,sys; d=json.load(open(sys.argv[1]))["valid_sacrebleu"]; print(", ".join(f"{k} {v:.2f}" for k, v in d.items()))' "$SAVE/recovery.json") valid sacreBLEU)"
+    chosen=$(python -m dsp_fairseq.recipes.choose_recovery --output "$SAVE/recovery.json" \
+      --candidate reconstruct="$SAVE/valid-reconstruct/score.json" \
+      --candidate none="$SAVE/valid-none/score.json") \
+      || die "cannot compare the two candidates' validation scores (see above)"
+    say "recovery best: $chosen (valid sacreBLEU: none $(score_of "$SAVE/valid-none"), reconstruct $(score_of "$SAVE/valid-reconstruct"))"
     cp "$SAVE/strip-$chosen.txt" "$SAVE/strip.txt.tmp"
     echo "recovery: best of none and reconstruct on valid -> $chosen" >> "$SAVE/strip.txt.tmp"
     mv "$SAVE/pruned-$chosen.pt" "$SAVE/pruned.pt"

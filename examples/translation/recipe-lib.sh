@@ -52,6 +52,9 @@ recovery_args() {
   esac
 }
 
+# score_of DIR: the sacreBLEU in DIR/score.json (written by evaluate.sh), 2 decimals.
+score_of() { python -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["sacrebleu"])' "$1/score.json"; }
+
 # Words of a string as an array (for --train-args / --gen-args).
 split_words() { local -n _out=$1; read -r -a _out <<< "${2:-}"; }
 

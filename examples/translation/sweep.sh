@@ -6,12 +6,12 @@
 #            [--validate-interval N] [--train-args "ARGS"] [--gate-args "ARGS"]
 #            [--joint-args "ARGS"] [--gen-args "ARGS"] [--finetune-updates N] [--valid]
 #            [--importance-args "ARGS"] [--recovery reconstruct|none]
-#            [--reconstruct-args "ARGS"] [--no-plots]
+#            [--reconstruct-args "ARGS"] [--gate-objective distill|labels] [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
 #              dsp, dsp-st, ste, hard-concrete   pipelined: gates trained one epoch on the
-#                                                frozen baseline (prune-pipelined.sh, its
-#                                                default "pipelined" schedule)
+#                                                baseline (prune-pipelined.sh, its default
+#                                                "pipelined" schedule and gate objective)
 #              dsp-ref                           DSP gates with the reference schedule
 #                                                (prune-pipelined.sh --schedule reference)
 #              importance, random                no training (prune-importance.sh)
@@ -29,6 +29,10 @@
 #                                                training; --reconstruct-args)
 #              METHOD+kd                         as +ft, distilled from the unpruned model
 #                                                (finetune-pruned.sh --teacher BASE)
+#              METHOD+best                       the better on valid of METHOD and METHOD+rec
+#                                                (needs --valid; list both before it): the
+#                                                rows of prune-pipelined.sh's default
+#                                                --recovery best
 #              suffixes chain: dsp+rec+kd is the distilled fine-tune of dsp+rec; list a
 #              row after the row it starts from
 # --recovery reconstruct|none  reconstruct (default): every selection method listed without
@@ -37,6 +41,8 @@
 # --reconstruct-args  dsp-reconstruct options for +rec rows (e.g. --calibration-batches 50)
 # --ks       comma-separated heads to keep (default 6,12,18,24,36,48)
 # --train-args  fairseq-train arguments for every training run (pipelined and joint)
+# --gate-objective  what pipelined gates train on (prune-pipelined.sh --gate-objective;
+#               default: distill for dsp, labels for the other gate types)
 # --gate-args   fairseq-train arguments for pipelined gate training only; they override
 #               the schedule (e.g. "--max-tokens 2048 --gate-lr 0.1")
 # --joint-args  fairseq-train arguments for joint-dsp only (e.g. --max-update 20000)
@@ -56,6 +62,7 @@ set -euo pipefail
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
 PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 VALID=0 RECOVERY=reconstruct REC_ARGS=""
+OBJECTIVE=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -78,6 +85,7 @@ while [[ $# -gt 0 ]]; do
     --valid) VALID=1; shift ;;
     --recovery) RECOVERY=$2; shift 2 ;;
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
+    --gate-objective) OBJECTIVE=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -111,14 +119,19 @@ fi
 gates=() listed=()
 for m in "${METHOD_LIST[@]}"; do
   base_method=${m%%+*} suffixes=${m#"${m%%+*}"}
-  [[ $suffixes =~ ^(\+(ft|kd|rec))*$ ]] || die "method '$m': unknown suffix; METHOD may be followed by +rec, +ft, +kd (chained, e.g. dsp+rec+kd)"
+  [[ $suffixes =~ ^(\+(ft|kd|rec|best))*$ ]] || die "method '$m': unknown suffix; METHOD may be followed by +rec, +best, +ft, +kd (chained, e.g. dsp+rec+kd)"
+  [[ $m != *+best* || $VALID == 1 ]] || die "method $m chooses on the validation set: add --valid"
   if [[ -n $suffixes ]]; then  # its start: listed before it, or already in OUT (a resumed sweep)
     src=${m%+*}
-    if [[ " ${listed[*]} " != *" $src "* ]]; then
-      for k in "${K_LIST[@]}"; do
-        [[ -f $OUT/runs/$src-k$k/pruned.pt ]] || die "method $m starts from $src's model: list $src before $m"
-      done
-    fi
+    starts=("$src")
+    [[ $m == *+best ]] && starts+=("$src+rec")  # it chooses between the two
+    for s in "${starts[@]}"; do
+      if [[ " ${listed[*]} " != *" $s "* ]]; then
+        for k in "${K_LIST[@]}"; do
+          [[ -f $OUT/runs/$s-k$k/pruned.pt ]] || die "method $m starts from $s's model: list $s before $m"
+        done
+      fi
+    done
     listed+=("$m")
     continue
   fi
@@ -129,7 +142,7 @@ for m in "${METHOD_LIST[@]}"; do
     importance|importance-iter) need_tool dsp-importance ;;
     random) dsp-strip --help 2>/dev/null | grep -q -- --random \
               || die "method random: this dsp-strip has no --random option (pip install -e .)" ;;
-    *) die "unknown method '$m'; choose from dsp, dsp-ref, dsp-st, ste, hard-concrete, importance, importance-iter, random, joint-dsp, each optionally followed by +rec, +ft or +kd" ;;
+    *) die "unknown method '$m'; choose from dsp, dsp-ref, dsp-st, ste, hard-concrete, importance, importance-iter, random, joint-dsp, each optionally followed by +rec, +best, +ft or +kd" ;;
   esac
 done
 mkdir -p "$OUT/runs"
@@ -162,13 +175,31 @@ for m in "${METHOD_LIST[@]}"; do
     start=$SECONDS
     say "== $m, K=$k"
     case $m in
-      *+ft|*+kd|*+rec)
+      *+ft|*+kd|*+rec|*+best)
         src=${m%+*} op=${m##*+}
         source_ckpt=$OUT/runs/$src-k$k/pruned.pt
         need_file "$source_ckpt" "method $m starts from $src's model: list $src before $m"
         report=$OUT/runs/${src%%+*}-k$k/strip.txt
         [[ -f $report ]] || report=$OUT/runs/${src%%+*}-k$k/pruned.strip.txt
-        if [[ $op == rec ]]; then
+        if [[ $op == best ]]; then
+          # the better on valid of SRC and SRC+rec (prune-pipelined.sh --recovery best): a
+          # link to its model and a copy of its scores, nothing decoded again
+          [[ $VALID == 1 ]] || die "method $m chooses on the validation set: add --valid"
+          for cand in "$src" "$src+rec"; do
+            need_file "$OUT/runs/$cand-k$k/eval-valid/score.json" \
+              "method $m chooses between $src and $src+rec: list both before it"
+          done
+          chosen=$(python -m dsp_fairseq.recipes.choose_recovery --output "$row/recovery.json" \
+            --candidate reconstruct="$OUT/runs/$src+rec-k$k/eval-valid/score.json" \
+            --candidate none="$OUT/runs/$src-k$k/eval-valid/score.json") \
+            || die "cannot compare the validation scores of $src and $src+rec"
+          from=$src
+          [[ $chosen == reconstruct ]] && from=$src+rec
+          say "  $m: $from (valid sacreBLEU: $src $(score_of "$OUT/runs/$src-k$k/eval-valid"), $src+rec $(score_of "$OUT/runs/$src+rec-k$k/eval-valid"))"
+          ln -sfn "../$from-k$k/pruned.pt" "$row/pruned.pt"
+          rm -rf "$row/eval" "$row/eval-valid"
+          cp -rp "$OUT/runs/$from-k$k/eval" "$OUT/runs/$from-k$k/eval-valid" "$row/"
+        elif [[ $op == rec ]]; then
           split_words REC "$REC_ARGS"
           dsp-reconstruct --pruned "$source_ckpt" --base "$BASE" --data "$DATA/bin" \
             --output "$row/pruned.pt" --force "${REC[@]}" > "$row/reconstruct.txt" \
@@ -188,7 +219,8 @@ for m in "${METHOD_LIST[@]}"; do
         bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" --recovery none \
           --gate-type "$gate" --schedule "$schedule" --save-dir "$row" --preset "$PRESET" --l0-penalty "$L0" \
           --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" \
-          --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS"
+          --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS" \
+          ${OBJECTIVE:+--gate-objective "$OBJECTIVE"}
         ckpt=$row/pruned.pt report=$row/strip.txt ;;
       joint-dsp)
         bash "$RECIPES/train-dsp-joint.sh" --data "$DATA" --heads-to-keep "$k" --save-dir "$row" \

@@ -1,0 +1,77 @@
+"""The recovery of a pruned model chosen by its validation score (``--recovery best``).
+
+    python -m dsp_fairseq.recipes.choose_recovery --candidate reconstruct=DIR/score.json \\
+        --candidate none=DIR/score.json [--output RECOVERY.json]
+
+Each candidate is a name and the ``score.json`` that ``evaluate.sh --subset valid``
+wrote for its model. Prints the name of the candidate with the highest sacreBLEU (ties:
+the first listed) and, with ``--output``, writes (atomically) ``{"recovery": "best",
+"chosen": NAME, "valid_sacrebleu": {NAME: BLEU, ...}, "valid_sacrebleu_chosen": BLEU}``.
+Only validation scores are meant to be given: the test set must never choose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Dict, List, Tuple
+
+
+def choose(scores: List[Tuple[str, float]]) -> str:
+    """The name with the highest score; ties go to the earliest."""
+    if not scores:
+        raise ValueError("no candidate to choose from")
+    best = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
+    return scores[best][0]
+
+
+def read_candidates(specs: List[str]) -> List[Tuple[str, float]]:
+    out = []
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--candidate {spec!r}: give NAME=SCORE.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                out.append((name, float(json.load(f)["sacrebleu"])))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"--candidate {spec}: cannot read a sacreBLEU score: {err}") from err
+    if len({n for n, _ in out}) != len(out):
+        raise ValueError("--candidate names must differ")
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--candidate", action="append", required=True, metavar="NAME=SCORE.json")
+    parser.add_argument("--output", help="write the choice and the scores here (JSON)")
+    args = parser.parse_args(argv)
+    try:
+        scores = read_candidates(args.candidate)
+    except ValueError as err:
+        print(f"choose_recovery: error: {err}", file=sys.stderr)
+        return 2
+    chosen = choose(scores)
+    bleu: Dict[str, float] = dict(scores)
+    if args.output:
+        doc = {
+            "recovery": "best",
+            "chosen": chosen,
+            "valid_sacrebleu": bleu,
+            "valid_sacrebleu_chosen": bleu[chosen],
+        }
+        tmp = args.output + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, args.output)
+    print(chosen)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
