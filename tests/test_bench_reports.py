@@ -37,10 +37,10 @@ def test_converged_report_table(tmp_path):
     ).stdout  # fmt: skip
     lines = out.splitlines()
     assert "**40.33**" in lines[0]
-    assert "| pipelined DSP (default schedule) | 24.09 (24.17) | 35.00 (35.50) |  |" in lines
+    assert "| pipelined DSP, plain gates (labels, frozen model) | 24.09 (24.17) | 35.00 (35.50) |  |" in lines
     assert "| head importance, one-shot | 11.98 (12.34) |  |  |" in lines
     assert "| fairseq `_adaptive_prune_heads` | 3.41 | 22.75 |  |" in lines
-    assert "| pipelined DSP (default schedule) | 18 | 3 | 24.09 | 23.09-25.09 |" in lines
+    assert "| pipelined DSP, plain gates (labels, frozen model) | 18 | 3 | 24.09 | 23.09-25.09 |" in lines
     assert not any(line.startswith("| random heads") for line in lines)  # not run: no row
     goals = {line.split(" | ")[0]: line for line in lines if line.startswith("| no fine-tune")}
     within = goals["| no fine-tune: DSP within 1.0 BLEU of unpruned at H/2, 2.5 at H/4"]
@@ -67,7 +67,7 @@ def test_converged_report_table(tmp_path):
     assert "stale table" not in text and text.startswith("intro\n") and text.endswith("end\n")
     table_part = text.split("<!-- converged-table -->")[1].split("<!-- /converged-table -->")[0]
     goals_part = text.split("<!-- converged-goals -->")[1].split("<!-- /converged-goals -->")[0]
-    assert "| pipelined DSP (default schedule) | 24.09 (24.17)" in table_part
+    assert "| pipelined DSP, plain gates (labels, frozen model) | 24.09 (24.17)" in table_part
     assert (
         "| goal |" not in table_part
         and "| goal (issue 17: with recovery) | measured | met |" in goals_part
@@ -180,6 +180,10 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         "heads_to_keep": 18, "rounds": 3, "stripped_test": 20.0, "stripped_valid": 21.0,
         "rec_test": 32.5, "rec_valid": 32.75,
     }))  # fmt: skip
+    (tmp_path / "results-sweep-gatekdopffn.json").write_text(
+        json.dumps([row("dsp+rec", 18, 34.0), row("dsp+best", 18, 34.25, 35.0)])
+    )
+    (tmp_path / "results-sweep-gatekdopffn-s2.json").write_text(json.dumps([row("dsp+rec", 18, 35.0)]))
     (tmp_path / "pick-k-rec").mkdir()
     (tmp_path / "pick-k-rec/pick.json").write_text(
         json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "reconstruct"})
@@ -218,11 +222,36 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         "| pipelined DSP, gates trained on KL to the unpruned model + reconstruct + fine-tune "
         "| 37.00 (37.50) |  |  |" in lines
     )
-    goal = next(line for line in lines if line.startswith("| retraining-free: DSP + reconstruct"))
+    goal = next(
+        line for line in lines if line.startswith("| retraining-free: DSP (plain gates) + reconstruct")
+    )
     assert "H/2: 38.50, 1.50 below (limit 2.0)" in goal and "H/4: 33.00, 7.00 below" in goal
     assert goal.endswith("| **not met** |")
+    # the default gates' rows (results-sweep-gatekdopffn*): means over their runs
+    goal = next(line for line in lines if line.startswith("| retraining-free: DSP (default gates)"))
+    assert "H/4: 34.50 (mean of 2), 5.50 below (limit 6.0)" in goal and "H/2: not run" in goal
+    best = next(line for line in lines if line.startswith("| DSP (default gates, default recovery"))
+    assert "H/4: +0.25 vs head importance, one-shot + reconstruct" in best
+    assert best.endswith("| met |")  # one run each: no seed range to beat
+    assert (
+        "| pipelined DSP, default gates (KL with out_proj and fc2) + best of own weights or "
+        "reconstruct on valid | 34.25 (35.00) |  |  |" in lines
+    )
     pick = next(line for line in lines if "removes at least a third" in line)
     assert "K = 45 (27 of 72 heads removed" in pick and pick.endswith("| met |")
+    # dsp-pick-k with the recipes' defaults (pick-k-best) is the one the goal reads
+    (tmp_path / "pick-k-best").mkdir()
+    (tmp_path / "pick-k-best/pick.json").write_text(
+        json.dumps({"chosen_k": 54, "total_heads": 72, "recovery": "best"})
+    )
+    again = subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    pick = next(line for line in again.splitlines() if "removes at least a third" in line)
+    assert "K = 54 (18 of 72 heads removed, recovery best)" in pick and "**not met**" in pick
+    (tmp_path / "pick-k-best/pick.json").unlink()
+    (tmp_path / "pick-k-best").rmdir()
     versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))
     assert "H/4: -1.00 vs head importance, one-shot + reconstruct" in versus
     assert versus.endswith("**not met** |")
@@ -240,7 +269,7 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert text.startswith("a\n<!-- recovery-summary -->\n") and text.endswith("b\n")
     assert "stale table" not in text and "| heads chosen by | K = 18 (H/4) |" in text
     assert (
-        "| pipelined DSP | - / 33.00 / **35.00** | - / **38.50** / **39.80** | - / - / - |" in text
+        "| pipelined DSP, plain gates (labels, frozen model) | - / 33.00 / **35.00** | - / **38.50** / **39.80** | - / - / - |" in text
     )
     assert "| head importance, one-shot | - / **34.00** / - | - / 38.00 / - | - / - / - |" in text
     assert "| fairseq `_adaptive_prune_heads` | - / - / - | 22.00 / 30.00 / - | - / - / - |" in text
