@@ -75,14 +75,15 @@ publish() {
   done
   [[ -f $WORK/fairseq-prune/results.json ]] && cp "$WORK/fairseq-prune/results.json" "$OUT/fairseq_prune.json"
   [[ -f $WORK/layout44/summary.txt ]] && cp "$WORK/layout44/summary.txt" "$OUT/layout44.txt"
-  for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json "$WORK"/sweep-kd*/results.json; do
+  for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json "$WORK"/sweep-impinit*/results.json \
+           "$WORK"/sweep-kd*/results.json; do
     [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
   done
   for f in "$WORK"/alternating/*/result.json; do
     [[ -f $f ]] && mkdir -p "$OUT/alternating" && cp "$f" "$OUT/alternating/$(basename "$(dirname "$f")").json"
   done
   local pick
-  for pick in pick-k pick-k-rec; do
+  for pick in pick-k pick-k-rec pick-k-best; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -125,8 +126,11 @@ fi
 # that an interrupted run has the table's core: DSP (default and reference schedules) against
 # importance and fairseq's removal at H/4, and both fine-tuned, then H/2 and H/8, then the
 # other methods, then the other fine-tunes (each sweep call skips the rows already in the table).
-SWEEP=(--data "$DATA" --base "$BASE" --preset cpu-small --valid
-       --importance-args "--max-batches 20" --finetune-updates 270)
+# (--gate-objective labels: the plain gates these stages measured; the recipes' default gates
+# since session 7 are stage 6e's)
+SWEEP_DEFAULTS=(--data "$DATA" --base "$BASE" --preset cpu-small --valid
+                --importance-args "--max-batches 20" --finetune-updates 270)
+SWEEP=("${SWEEP_DEFAULTS[@]}" --gate-objective labels)
 sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-plots "$@"; }
 side_folder() {  # side_folder DIR [ROW...]: a sweep folder beside the table, with its baseline
   # scores and the table's ROW folders (the starts of its rows) linked in
@@ -154,7 +158,8 @@ timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concre
 
 # 4. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
 # (with the default recovery, reconstruction, since issue 17; pick-k/ was --recovery none)
-timed pick-k dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-rec" --tolerance 0.5
+timed pick-k dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-rec" --tolerance 0.5 \
+  --gate-objective labels --recovery reconstruct
 
 # 5. joint DSP at K = 18, as many updates as the baseline made
 # (the shared baseline holds its best checkpoint only: its update count, 2,565 of 2,700)
@@ -221,6 +226,30 @@ for k in 18 36; do
   timed "alternating-k$k" python "$ROOT/bench/alternating_refits.py" --data "$DATA" --base "$BASE" \
     --heads-to-keep "$k" --rounds 3 --out "$WORK/alternating/k$k-r3"
 done
+
+# 6e. the recipes' default gates since session 7 (KL to the unpruned model, out_proj and fc2
+# trainable: prune-pipelined.sh --gate-objective distill): more runs at K = 18 / 36 / 9, their
+# fine-tunes, the +best rows (the recipes' default recovery: own weights or the refit, chosen
+# on valid), the same gates started from head importance's scores, dsp-pick-k with every
+# default; the plain fine-tune of importance + reconstruct at K = 36 for comparison
+default_gates() {  # default_gates NAME KS SEED METHODS [GATE-ARGS]
+  bash "$RECIPES/sweep.sh" "${SWEEP_DEFAULTS[@]}" --out "$WORK/sweep-$1" --no-plots --ks "$2" \
+    --seed "$3" --methods "$4" --recovery none --gate-args "${5:-}"
+}
+timed gate-kd-opffn-ft-s1 default_gates gatekdopffn-s1 18 1 dsp,dsp+ft,dsp+rec,dsp+rec+ft,dsp+best
+timed gate-kd-opffn-ft-s2 default_gates gatekdopffn-s2 18 2 dsp,dsp+ft,dsp+rec,dsp+rec+ft,dsp+best
+timed gate-kd-opffn-k36-s1 default_gates gatekdopffn-k36-s1 36 1 dsp,dsp+rec,dsp+rec+ft,dsp+best
+timed gate-kd-opffn-k36-s2 default_gates gatekdopffn-k36-s2 36 2 dsp,dsp+rec,dsp+rec+ft,dsp+best
+timed gate-kd-opffn-k9-s2 default_gates gatekdopffn-k9-s2 9 2 dsp,dsp+rec,dsp+best
+timed importance+rec+ft-k36 bash "$RECIPES/sweep.sh" "${SWEEP_DEFAULTS[@]}" --out "$WORK/sweep-imp36ft" \
+  --no-plots --ks 36 --methods importance,importance+rec+ft --recovery none
+IMP=$WORK/sweep-imp36ft/importance.json  # dsp-importance --max-batches 20 of the baseline
+timed impinit-k18 default_gates impinit-k18 18 1 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
+timed impinit-k18-s2 default_gates impinit-k18-s2 18 2 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
+timed impinit-k36 default_gates impinit-k36 36 1 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
+timed impinit-k9 default_gates impinit-k9 9 1 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
+timed pick-k-best dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-best" --tolerance 0.5
+timed gate-cost python "$ROOT/bench/gate_cost.py" --data "$DATA" --base "$BASE" --out "$WORK/gate-cost"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

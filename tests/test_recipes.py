@@ -516,6 +516,29 @@ def test_gate_args_reach_gate_training_only(sweep):
     assert "gate_lr" not in base and "init_temperature" not in base
 
 
+def test_labels_objective_trains_the_gates_alone(sweep, tmp_path):
+    """--gate-objective labels: label-smoothed CE, no teacher, every weight the base's."""
+    import torch
+
+    from dsp_fairseq.checkpoint_io import load_checkpoint
+
+    work, _ = sweep
+    out = tmp_path / "labels"
+    run(
+        "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "5",
+        "--save-dir", out, "--preset", "cpu-small", "--gate-objective", "labels",
+        "--recovery", "none", "--validate-interval", "0",
+        "--train-args", f"{TRAIN} --max-update 4",
+    )  # fmt: skip
+    log = (out / "train.log").read_text()
+    assert "distill_kl" not in log and "'_name': 'dsp_label_smoothed_cross_entropy'" in log
+    base = load_checkpoint(str(work / "baseline/checkpoint_best.pt"))["model"]
+    gated = load_checkpoint(str(out / "checkpoint_last.pt"))["model"]
+    assert all(torch.equal(v, gated[k]) for k, v in base.items())
+    assert not (out / "recovery.json").exists()
+
+
 def test_pipelined_validates_at_interval_and_strips_the_best_gates(sweep, tmp_path):
     from dsp_fairseq.checkpoint_io import load_checkpoint
     from dsp_fairseq.pruning.strip import kept_from_gate
@@ -631,6 +654,12 @@ def test_recipes_fail_clearly_on_missing_inputs(tmp_path, sweep):
         check=False,
     )
     assert bad_method.returncode == 1 and "unknown method 'magic'" in bad_method.stderr
+    bad_objective = run(
+        "bash", RECIPES / "sweep.sh", "--data", data, "--base", work / "baseline/checkpoint_best.pt",
+        "--out", tmp_path / "sw", "--methods", "dsp", "--gate-objective", "magic", check=False,
+    )  # fmt: skip
+    assert bad_objective.returncode == 1
+    assert "--gate-objective must be distill or labels, not 'magic'" in bad_objective.stderr
     no_k = run(
         "bash", RECIPES / "train-dsp-joint.sh", "--data", data, "--save-dir", tmp_path, check=False
     )

@@ -108,7 +108,8 @@ def write_atomic(path: str, text: str) -> None:
 def table_markdown(result: dict) -> str:
     lines = [
         f"Unpruned: {result['unpruned_valid_sacrebleu']:.2f} sacreBLEU on valid "
-        f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU.",
+        f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU; gates trained "
+        f"on {result.get('gate_objective', 'labels')}, recovery {result.get('recovery', 'none')}.",
         "",
         "| K | valid sacreBLEU | vs unpruned | within tolerance |",
         "|---:|---:|---:|:---:|",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Pipelined pruning: train only head gates on a trained baseline for one epoch (the model
-# itself stays frozen), then strip the heads the best gates drop.
+# Pipelined pruning: train head gates on a trained baseline for one epoch (the model frozen,
+# except the output layers with the default distill objective), then strip the heads the
+# best gates drop and recover the stripped model.
 #
 #   prune-pipelined.sh --data DIR --base BASE.pt --heads-to-keep K --save-dir DIR
 #                      [--gate-type dsp|dsp-st|ste|hard-concrete] [--schedule pipelined|reference]
@@ -42,7 +43,8 @@
 #                   refit below, score both on the validation set (sacreBLEU, evaluate.sh
 #                   --subset valid) and keep the better (its name in SAVE_DIR/recovery.json);
 #                   with the distill objective the gate run's own output layers beat the refit
-#                   in some runs, never at H/2 (bench/RESULTS.md);
+#                   in some runs at H/4 and H/8, never at H/2 (bench/RESULTS.md); the
+#                   two validation decodes add a minute or two;
 #                   reconstruct: refit the kept heads' output projections and the FFN output
 #                   layers against the unpruned model on training batches while stripping
 #                   (dsp-strip --reconstruct, a minute or two); none: strip only

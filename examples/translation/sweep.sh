@@ -104,6 +104,8 @@ for k in "${K_LIST[@]}"; do [[ $k =~ ^[0-9]+$ && $k -gt 0 ]] || die "--ks: '$k' 
 TABLE=$OUT/results
 R="python $ROOT/scripts/results_table.py"
 
+[[ -z $OBJECTIVE || $OBJECTIVE == distill || $OBJECTIVE == labels ]] \
+  || die "--gate-objective must be distill or labels, not '$OBJECTIVE'"
 [[ $RECOVERY == reconstruct || $RECOVERY == none ]] || die "--recovery must be reconstruct or none, not '$RECOVERY'"
 if [[ $RECOVERY == reconstruct ]]; then  # METHOD+rec after every plain selection method
   with_rec=()
