@@ -268,7 +268,10 @@ def kd_settings(folder: str, cells: dict) -> list:
 
 
 SUMMARY_ROWS = (
-    ("pipelined DSP, default gates (KL, out_proj and fc2 trained)", "results-sweep-gatekdopffn:dsp"),
+    (
+        "pipelined DSP, default gates (KL, out_proj and fc2 trained)",
+        "results-sweep-gatekdopffn:dsp",
+    ),
     ("pipelined DSP, plain gates (labels, frozen model)", "dsp"),
     ("Hard Concrete", "hard-concrete"),
     ("head importance, one-shot", "importance"),

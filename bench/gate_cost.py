@@ -81,7 +81,9 @@ def run(args, objective: str, rnd: int) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
     p.add_argument("--base", required=True, help="the trained, unpruned checkpoint")
     p.add_argument("--out", required=True)

@@ -37,10 +37,16 @@ def test_converged_report_table(tmp_path):
     ).stdout  # fmt: skip
     lines = out.splitlines()
     assert "**40.33**" in lines[0]
-    assert "| pipelined DSP, plain gates (labels, frozen model) | 24.09 (24.17) | 35.00 (35.50) |  |" in lines
+    assert (
+        "| pipelined DSP, plain gates (labels, frozen model) | 24.09 (24.17) | 35.00 (35.50) |  |"
+        in lines
+    )
     assert "| head importance, one-shot | 11.98 (12.34) |  |  |" in lines
     assert "| fairseq `_adaptive_prune_heads` | 3.41 | 22.75 |  |" in lines
-    assert "| pipelined DSP, plain gates (labels, frozen model) | 18 | 3 | 24.09 | 23.09-25.09 |" in lines
+    assert (
+        "| pipelined DSP, plain gates (labels, frozen model) | 18 | 3 | 24.09 | 23.09-25.09 |"
+        in lines
+    )
     assert not any(line.startswith("| random heads") for line in lines)  # not run: no row
     goals = {line.split(" | ")[0]: line for line in lines if line.startswith("| no fine-tune")}
     within = goals["| no fine-tune: DSP within 1.0 BLEU of unpruned at H/2, 2.5 at H/4"]
@@ -183,7 +189,9 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     (tmp_path / "results-sweep-gatekdopffn.json").write_text(
         json.dumps([row("dsp+rec", 18, 34.0), row("dsp+best", 18, 34.25, 35.0)])
     )
-    (tmp_path / "results-sweep-gatekdopffn-s2.json").write_text(json.dumps([row("dsp+rec", 18, 35.0)]))
+    (tmp_path / "results-sweep-gatekdopffn-s2.json").write_text(
+        json.dumps([row("dsp+rec", 18, 35.0)])
+    )
     (tmp_path / "pick-k-rec").mkdir()
     (tmp_path / "pick-k-rec/pick.json").write_text(
         json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "reconstruct"})
@@ -223,7 +231,9 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         "| 37.00 (37.50) |  |  |" in lines
     )
     goal = next(
-        line for line in lines if line.startswith("| retraining-free: DSP (plain gates) + reconstruct")
+        line
+        for line in lines
+        if line.startswith("| retraining-free: DSP (plain gates) + reconstruct")
     )
     assert "H/2: 38.50, 1.50 below (limit 2.0)" in goal and "H/4: 33.00, 7.00 below" in goal
     assert goal.endswith("| **not met** |")
@@ -269,7 +279,8 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert text.startswith("a\n<!-- recovery-summary -->\n") and text.endswith("b\n")
     assert "stale table" not in text and "| heads chosen by | K = 18 (H/4) |" in text
     assert (
-        "| pipelined DSP, plain gates (labels, frozen model) | - / 33.00 / **35.00** | - / **38.50** / **39.80** | - / - / - |" in text
+        "| pipelined DSP, plain gates (labels, frozen model) | - / 33.00 / **35.00** | - / **38.50** / **39.80** | - / - / - |"
+        in text
     )
     assert "| head importance, one-shot | - / **34.00** / - | - / 38.00 / - | - / - / - |" in text
     assert "| fairseq `_adaptive_prune_heads` | - / - / - | 22.00 / 30.00 / - | - / - / - |" in text

@@ -197,13 +197,17 @@ def test_gate_init_scores_refusals(tmp_path):
     slots = attention_slots(plain.args)
     short = _scores_file(tmp_path / "short.json", slots[:-1], [1.0] * 8)
     with pytest.raises(ValueError, match="another attention layout"):
-        task.build_model(fairseq_cfg("--heads-to-keep", "5", "--gate-init-scores", str(short)).model)
+        task.build_model(
+            fairseq_cfg("--heads-to-keep", "5", "--gate-init-scores", str(short)).model
+        )
     missing = fairseq_cfg("--heads-to-keep", "5", "--gate-init-scores", str(tmp_path / "no.json"))
     model = task.build_model(missing.model)  # e.g. dsp-strip reading a trained gated checkpoint
     model.load_state_dict(plain.state_dict(), strict=True, model_cfg=missing.model)
     stock = {k: v for k, v in plain.state_dict().items() if not k.startswith("head_gate")}
     with pytest.raises(ValueError, match="no such file.*run dsp-importance first"):
-        task.build_model(missing.model).load_state_dict(stock, strict=False, model_cfg=missing.model)
+        task.build_model(missing.model).load_state_dict(
+            stock, strict=False, model_cfg=missing.model
+        )
     gate = DSPGate(4, build_budget([4], heads_to_keep=2))
     with pytest.raises(ValueError, match="3 scores for a gate of 4 heads"):
         gate.init_from_scores([1.0, 2.0, 3.0], 2.0)

@@ -111,7 +111,9 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
         "--base", work / "baseline/checkpoint_best.pt", "--out", tmp_path / "sw3",
         "--methods", "random,random+best", "--ks", "12", "--no-plots", check=False,
     )  # fmt: skip
-    assert no_valid.returncode == 1 and "chooses on the validation set: add --valid" in no_valid.stderr
+    assert (
+        no_valid.returncode == 1 and "chooses on the validation set: add --valid" in no_valid.stderr
+    )
     assert not (tmp_path / "sw3").exists()
 
 

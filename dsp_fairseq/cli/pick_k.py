@@ -141,7 +141,9 @@ def plot_frontier(result: dict, output: str) -> List[str]:
     recovery = result.get("recovery", "none")
     ax.set_title(
         "Pipelined DSP"
-        + {"reconstruct": " + reconstruction", "best": " + best recovery on valid"}.get(recovery, "")
+        + {"reconstruct": " + reconstruction", "best": " + best recovery on valid"}.get(
+            recovery, ""
+        )
         + ": validation BLEU against heads kept"
     )
     ax.legend(loc="lower right")
