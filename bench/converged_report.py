@@ -62,6 +62,8 @@ VARIANTS = {
     "results-sweep-gatekdopffn": "pipelined DSP, default gates (KL with out_proj and fc2)",
     "results-sweep-gateopffn": "pipelined DSP, gates trained with out_proj and fc2",
     "results-sweep-gateop": "pipelined DSP, gates trained with the output projections",
+    # session 7: the default gates with their output layers trained at lr 1e-4 (preset: 1e-3)
+    "results-sweep-gatelr1e4": "pipelined DSP, default gates, output layers at lr 1e-4",
     # session 7: the default gates (KL + out_proj,fc2) with logits started from head importance
     "results-sweep-impinit": "pipelined DSP, KL + out_proj,fc2 gates started from head importance",
 }

@@ -248,6 +248,9 @@ timed impinit-k18 default_gates impinit-k18 18 1 dsp,dsp+rec,dsp+best "--gate-in
 timed impinit-k18-s2 default_gates impinit-k18-s2 18 2 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
 timed impinit-k36 default_gates impinit-k36 36 1 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
 timed impinit-k9 default_gates impinit-k9 9 1 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
+# the default gates with the output layers' learning rate at 1e-4 instead of the preset's 1e-3
+timed gatelr1e4-k36 default_gates gatelr1e4-k36 36 1 dsp,dsp+rec,dsp+best "--lr 1e-4"
+timed gatelr1e4-k18 default_gates gatelr1e4-k18 18 1 dsp,dsp+rec,dsp+best "--lr 1e-4"
 timed pick-k-best dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-best" --tolerance 0.5
 timed gate-cost python "$ROOT/bench/gate_cost.py" --data "$DATA" --base "$BASE" --out "$WORK/gate-cost"
 
