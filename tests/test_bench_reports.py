@@ -7,6 +7,14 @@ import sys
 from conftest import ROOT
 
 
+def report_text(folder) -> str:
+    """What bench/converged_report.py prints for the tables in FOLDER."""
+    return subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", folder],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+
+
 def test_converged_report_table(tmp_path):
     def row(method, k, test, valid=None):
         return {"method": method, "heads_to_keep": k, "sacrebleu": test, "valid_sacrebleu": valid}
@@ -31,10 +39,7 @@ def test_converged_report_table(tmp_path):
     )
     (tmp_path / "results-sweep-seed2.json").write_text(json.dumps([row("dsp", 18, 23.09)]))
     (tmp_path / "results-sweep-seed3.json").write_text(json.dumps([row("dsp", 18, 25.09)]))
-    out = subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    out = report_text(tmp_path)
     lines = out.splitlines()
     assert "**40.33**" in lines[0]
     assert (
@@ -196,10 +201,7 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     (tmp_path / "pick-k-rec/pick.json").write_text(
         json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "reconstruct"})
     )
-    out = subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    out = report_text(tmp_path)
     lines = out.splitlines()
     assert "| pipelined DSP + reconstruct | 33.00 | 38.50 (39.00) |  |" in lines
     assert "| fairseq `_adaptive_prune_heads` |  | 22.00 |  |" in lines
@@ -254,10 +256,7 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     (tmp_path / "pick-k-best/pick.json").write_text(
         json.dumps({"chosen_k": 54, "total_heads": 72, "recovery": "best"})
     )
-    again = subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    again = report_text(tmp_path)
     pick = next(line for line in again.splitlines() if "removes at least a third" in line)
     assert "K = 54 (18 of 72 heads removed, recovery best)" in pick and "**not met**" in pick
     (tmp_path / "pick-k-best/pick.json").unlink()
@@ -321,9 +320,6 @@ def test_converged_report_gives_no_seed_spread_to_deterministic_selections(tmp_p
     (tmp_path / "results-sweep-seed2i.json").write_text(
         json.dumps([row("importance", 18, 11.0), row("importance+rec", 18, 34.5)])
     )
-    out = subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    out = report_text(tmp_path)
     assert "| head importance, one-shot + reconstruct | 18 | 2 | 34.25 | 34.00-34.50 |" in out
     assert "| head importance, one-shot | 18 |" not in out
