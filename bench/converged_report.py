@@ -59,14 +59,20 @@ LABELS = {
 # (file name prefixes: results-sweep-gateopffn36.json holds the same variant at K = 36)
 VARIANTS = {
     "results-sweep-gatekd": "pipelined DSP, gates trained on KL to the unpruned model",
-    "results-sweep-gatekdopffn": "pipelined DSP, default gates (KL with out_proj and fc2)",
+    "results-sweep-gatekdopffn": "pipelined DSP, KL + out_proj,fc2 gates, plain start (session 7's default)",
     "results-sweep-gateopffn": "pipelined DSP, gates trained with out_proj and fc2",
     "results-sweep-gateop": "pipelined DSP, gates trained with the output projections",
     # session 7: the default gates with their output layers trained at lr 1e-4 (preset: 1e-3)
     "results-sweep-gatelr1e4": "pipelined DSP, default gates, output layers at lr 1e-4",
-    # session 7: the default gates (KL + out_proj,fc2) with logits started from head importance
-    "results-sweep-impinit": "pipelined DSP, KL + out_proj,fc2 gates started from head importance",
+    # session 7: the KL + out_proj,fc2 gates with logits started from head importance (the
+    # recipes' default since session 8)
+    "results-sweep-impinit": "pipelined DSP, default gates (KL + out_proj,fc2, started from head importance)",
 }
+
+
+# files of rows run beside the table's sweep: their cells fill the table's empty ones
+# (results-sweep-kdK: distilled fine-tunes; sweep-imp36ft: importance + rec + ft at K = 36)
+SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 
 
 # selections that do not depend on the seed (their seed folders hold the calibration
@@ -137,12 +143,8 @@ def main() -> int:
                 float(r["sacrebleu"]),
                 None if valid is None else float(valid),
             )
-    for name in sorted(os.listdir(args.dir)):  # rows run beside the table (results-sweep-kdK)
-        if (
-            name.startswith("results-sweep-kd")
-            and name.endswith(".json")
-            and kd_setting(name) is None
-        ):
+    for name in sorted(os.listdir(args.dir)):  # rows run beside the table (SIDE_FILES)
+        if name.startswith(SIDE_FILES) and name.endswith(".json") and kd_setting(name) is None:
             for r in load(os.path.join(args.dir, name)) or []:
                 cells.setdefault(
                     (r["method"], int(r["heads_to_keep"])),
@@ -271,7 +273,11 @@ def kd_settings(folder: str, cells: dict) -> list:
 
 SUMMARY_ROWS = (
     (
-        "pipelined DSP, default gates (KL, out_proj and fc2 trained)",
+        "pipelined DSP, default gates (started from importance; KL, out_proj and fc2 trained)",
+        "results-sweep-impinit:dsp",
+    ),
+    (
+        "pipelined DSP, session 7's gates (the same, plain start)",
         "results-sweep-gatekdopffn:dsp",
     ),
     ("pipelined DSP, plain gates (labels, frozen model)", "dsp"),
@@ -338,8 +344,9 @@ NAMES = {18: "H/4", 36: "H/2", 9: "H/8"}
 
 
 REC_BASELINES = tuple(f"{b}+rec" for b in BASELINES)
-# the variant prune-pipelined.sh trains DSP gates with by default (--gate-objective distill)
-DEFAULT_GATES = "results-sweep-gatekdopffn"
+# the variant prune-pipelined.sh trains DSP gates with by default (--gate-objective distill,
+# --gate-init importance)
+DEFAULT_GATES = "results-sweep-impinit"
 KD_BASELINES = ("importance+rec+kd", "hard-concrete+rec+kd")
 
 

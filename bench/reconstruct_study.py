@@ -39,6 +39,11 @@ SETTINGS = {
     "n5": {"num_batches": 5, "refit_ffn": False},
     "n50": {"num_batches": 50, "refit_ffn": False},
     "ffn": {"refit_ffn": True},  # the default since this study
+    # fc1 refit to the unpruned pre-activations before fc2 (session 8)
+    "fc1": {"refit_ffn": True, "refit_fc1": True},
+    # each attention's kept q/k/v rows refit to the unpruned rows first (session 8)
+    "qkv": {"refit_ffn": True, "refit_qkv": True},
+    "qkv-fc1": {"refit_ffn": True, "refit_fc1": True, "refit_qkv": True},
 }
 
 

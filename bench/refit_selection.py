@@ -131,8 +131,8 @@ def main() -> int:
             attn = model.get_submodule(prefix)
             fit = LinearRefit(attn.out_proj.in_features, attn.out_proj.out_features)
             for sample in batches():
-                got = _capture(model, prefix, sample, ffn=False)
-                x, y = got["head_out"].double(), got["out"].double()
+                got = _capture(model, prefix, sample, "attn")
+                x, y = got["x"].double(), got["out"].double()
                 if args.norm == "stream":  # per token, by the residual stream after the sublayer
                     scale = (y + got["residual"].double()).norm(dim=-1, keepdim=True)
                     x, y = x / scale.clamp_min(1e-6), y / scale.clamp_min(1e-6)

@@ -76,7 +76,7 @@ publish() {
   [[ -f $WORK/fairseq-prune/results.json ]] && cp "$WORK/fairseq-prune/results.json" "$OUT/fairseq_prune.json"
   [[ -f $WORK/layout44/summary.txt ]] && cp "$WORK/layout44/summary.txt" "$OUT/layout44.txt"
   for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json "$WORK"/sweep-impinit*/results.json \
-           "$WORK"/sweep-kd*/results.json; do
+           "$WORK"/sweep-kd*/results.json "$WORK"/sweep-ft*/results.json "$WORK"/sweep-imp36ft/results.json; do
     [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
   done
   for f in "$WORK"/alternating/*/result.json; do
@@ -232,9 +232,11 @@ done
 # fine-tunes, the +best rows (the recipes' default recovery: own weights or the refit, chosen
 # on valid), the same gates started from head importance's scores, dsp-pick-k with every
 # default; the plain fine-tune of importance + reconstruct at K = 36 for comparison
+# (--gate-init none: the gates these stages measured; since session 8 the recipes start them
+# from head importance, which the impinit stages pass explicitly)
 default_gates() {  # default_gates NAME KS SEED METHODS [GATE-ARGS]
   bash "$RECIPES/sweep.sh" "${SWEEP_DEFAULTS[@]}" --out "$WORK/sweep-$1" --no-plots --ks "$2" \
-    --seed "$3" --methods "$4" --recovery none --gate-args "${5:-}"
+    --seed "$3" --methods "$4" --recovery none --gate-init none --gate-args "${5:-}"
 }
 timed gate-kd-opffn-ft-s1 default_gates gatekdopffn-s1 18 1 dsp,dsp+ft,dsp+rec,dsp+rec+ft,dsp+best
 timed gate-kd-opffn-ft-s2 default_gates gatekdopffn-s2 18 2 dsp,dsp+ft,dsp+rec,dsp+rec+ft,dsp+best
@@ -251,8 +253,24 @@ timed impinit-k9 default_gates impinit-k9 9 1 dsp,dsp+rec,dsp+best "--gate-init-
 # the default gates with the output layers' learning rate at 1e-4 instead of the preset's 1e-3
 timed gatelr1e4-k36 default_gates gatelr1e4-k36 36 1 dsp,dsp+rec,dsp+best "--lr 1e-4"
 timed gatelr1e4-k18 default_gates gatelr1e4-k18 18 1 dsp,dsp+rec,dsp+best "--lr 1e-4"
-timed pick-k-best dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-best" --tolerance 0.5
+timed pick-k-best dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-best" --tolerance 0.5 \
+  --gate-init none
 timed gate-cost python "$ROOT/bench/gate_cost.py" --data "$DATA" --base "$BASE" --out "$WORK/gate-cost"
+
+# 6f. session 8: second runs of the importance-initialised gates at K = 36 and 9 (the recipes'
+# default since), and the fine-tune's learning-rate schedule on one start (importance +
+# reconstruct at K = 18: deterministic), each in a side folder with the start row linked in
+timed impinit-k36-s2 default_gates impinit-k36-s2 36 2 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
+timed impinit-k9-s2 default_gates impinit-k9-s2 9 2 dsp,dsp+rec,dsp+best "--gate-init-scores $IMP"
+ft_schedule() {  # ft_schedule NAME TRAIN-ARGS: importance+rec+ft at K = 18 with other fine-tune args
+  side_folder "$WORK/sweep-$1" importance+rec-k18
+  bash "$RECIPES/sweep.sh" "${SWEEP_DEFAULTS[@]}" --out "$WORK/sweep-$1" --no-plots --ks 18 \
+    --methods importance+rec+ft --recovery none --train-args "$2"
+}
+timed ftpoly5-k18 ft_schedule ftpoly5-k18 \
+  "--lr-scheduler polynomial_decay --total-num-update 270 --end-learning-rate 0 --lr 5e-4"
+timed ftconst-k18 ft_schedule ftconst-k18 ""
+timed ftconst1e-4-k18 ft_schedule ftconst1e-4-k18 "--lr 1e-4"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

@@ -191,12 +191,10 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         "heads_to_keep": 18, "rounds": 3, "stripped_test": 20.0, "stripped_valid": 21.0,
         "rec_test": 32.5, "rec_valid": 32.75,
     }))  # fmt: skip
-    (tmp_path / "results-sweep-gatekdopffn.json").write_text(
+    (tmp_path / "results-sweep-impinit.json").write_text(
         json.dumps([row("dsp+rec", 18, 34.0), row("dsp+best", 18, 34.25, 35.0)])
     )
-    (tmp_path / "results-sweep-gatekdopffn-s2.json").write_text(
-        json.dumps([row("dsp+rec", 18, 35.0)])
-    )
+    (tmp_path / "results-sweep-impinit-s2.json").write_text(json.dumps([row("dsp+rec", 18, 35.0)]))
     (tmp_path / "pick-k-rec").mkdir()
     (tmp_path / "pick-k-rec/pick.json").write_text(
         json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "reconstruct"})
@@ -239,15 +237,15 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     )
     assert "H/2: 38.50, 1.50 below (limit 2.0)" in goal and "H/4: 33.00, 7.00 below" in goal
     assert goal.endswith("| **not met** |")
-    # the default gates' rows (results-sweep-gatekdopffn*): means over their runs
+    # the default gates' rows (results-sweep-impinit*): means over their runs
     goal = next(line for line in lines if line.startswith("| retraining-free: DSP (default gates)"))
     assert "H/4: 34.50 (mean of 2), 5.50 below (limit 6.0)" in goal and "H/2: not run" in goal
     best = next(line for line in lines if line.startswith("| DSP (default gates, default recovery"))
     assert "H/4: +0.25 vs head importance, one-shot + reconstruct" in best
     assert best.endswith("| met |")  # one run each: no seed range to beat
     assert (
-        "| pipelined DSP, default gates (KL with out_proj and fc2) + best of own weights or "
-        "reconstruct on valid | 34.25 (35.00) |  |  |" in lines
+        "| pipelined DSP, default gates (KL + out_proj,fc2, started from head importance) + best "
+        "of own weights or reconstruct on valid | 34.25 (35.00) |  |  |" in lines
     )
     pick = next(line for line in lines if "removes at least a third" in line)
     assert "K = 45 (27 of 72 heads removed" in pick and pick.endswith("| met |")

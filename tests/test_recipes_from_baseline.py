@@ -156,6 +156,7 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     assert "heads kept: 6 of 36" in (tmp_path / "pk/runs/dsp-k6/strip.txt").read_text()
     # the defaults: distill gates, recovery best, the probe scored by the recipe's own choice
     assert result["recovery"] == "best" and result["gate_objective"] == "distill"
+    assert result["gate_init"] == "importance" and (tmp_path / "pk/importance.json").is_file()
     assert "distill_kl" in (tmp_path / "pk/runs/dsp-k6/train.log").read_text()
     choice = json.loads((tmp_path / "pk/runs/dsp-k6/recovery.json").read_text())
     assert result["probes"][0]["valid_sacrebleu"] == choice["valid_sacrebleu_chosen"]

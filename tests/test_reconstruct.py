@@ -10,10 +10,6 @@ from train_helpers import batch, fairseq_cfg, tiny_task
 
 from dsp_fairseq.checkpoint_io import CheckpointError, model_args
 from dsp_fairseq.pruning.calibrate import (
-    DEFAULT_BATCHES,
-    DEFAULT_REFIT_FFN,
-    DEFAULT_RIDGE,
-    DEFAULT_TARGET,
     all_heads,
     reconstruct_checkpoint,
 )
@@ -92,8 +88,12 @@ def _outputs(model, samples):
         return [model(**s["net_input"])[0] for s in samples]
 
 
-@pytest.mark.parametrize("target,ffn", [("output", False), ("residual", False), ("residual", True)])
-def test_duplicate_head_is_reconstructed_exactly(target, ffn):
+@pytest.mark.parametrize(
+    "target,ffn,fc1,qkv",
+    [("output", False, False, False), ("residual", False, False, False),
+     ("residual", True, False, False), ("residual", True, True, True)],
+)  # fmt: skip
+def test_duplicate_head_is_reconstructed_exactly(target, ffn, fc1, qkv):
     """Head 1 of every attention copies head 0: removing it, the refit doubles head 0's
     output columns, which gives the unpruned model's output again, to float tolerance."""
     torch.manual_seed(0)
@@ -112,17 +112,34 @@ def test_duplicate_head_is_reconstructed_exactly(target, ffn):
     samples = [batch(task, n=6, seed=s) for s in range(3)]
     want = _outputs(teacher, samples)
     assert max((a - b).abs().max() for a, b in zip(_outputs(student, samples), want)) > 1e-3
-    report = reconstruct(student, teacher, lambda: samples, ridge=0.0, target=target, refit_ffn=ffn)
+    report = reconstruct(
+        student,
+        teacher,
+        lambda: samples,
+        ridge=0.0,
+        target=target,
+        refit_ffn=ffn,
+        refit_fc1=fc1,
+        refit_qkv=qkv,
+        kept=kept,
+    )
     got = _outputs(student, samples)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, atol=2e-4, rtol=1e-4)
-    attn = [r for r in report.slots if not r.prefix.endswith(".fc2")]
+    attn = [r for r in report.slots if r.heads >= 0]
     assert [r.prefix for r in attn] == forward_order(student)
     assert all(r.error_after < 1e-8 < r.error_before for r in attn)
-    # one FFN refit per block, after the block's last attention
-    ffns = [r.prefix for r in report.slots if r.prefix.endswith(".fc2")]
-    assert ffns == (["encoder.layers.0.fc2", "decoder.layers.0.fc2"] if ffn else [])
+    # one FFN refit per block (fc1 first when asked), after the block's last attention
+    ffns = [r.prefix for r in report.slots if r.prefix.endswith((".fc1", ".fc2"))]
+    layers = ["encoder.layers.0.", "decoder.layers.0."]
+    names = ["fc1", "fc2"] if fc1 else ["fc2"]
+    assert ffns == ([layer + n for layer in layers for n in names] if ffn else [])
     assert all(r.error_after < 1e-8 for r in report.slots)
+    # q/k/v of every attention (kept heads' rows of the unpruned projections), before it
+    projections = [r.prefix for r in report.slots if r.prefix.endswith("_proj")]
+    assert projections == (
+        [f"{p}.{n}" for p in forward_order(student) for n in ("q_proj", "kv_proj")] if qkv else []
+    )
 
 
 def test_forward_order_is_the_forward_pass():
@@ -171,7 +188,8 @@ def test_calibration_memory_does_not_grow_with_batches():
     assert large <= small * 1.02 + 4096
 
 
-def test_refit_lowers_the_loss_of_a_pruned_model():
+@pytest.mark.parametrize("richer", [False, True])
+def test_refit_lowers_the_loss_of_a_pruned_model(richer):
     torch.manual_seed(0)
     task = tiny_task()
     teacher, state = _model_and_state(task)
@@ -188,7 +206,8 @@ def test_refit_lowers_the_loss_of_a_pruned_model():
         )
 
     before = gap()
-    reconstruct(student, teacher, lambda: calib)
+    options = {"refit_fc1": True, "refit_qkv": True, "kept": kept} if richer else {}
+    reconstruct(student, teacher, lambda: calib, **options)
     assert gap() < 0.8 * before
 
 
@@ -199,6 +218,10 @@ def test_bad_options_are_refused():
         reconstruct(teacher, teacher, lambda: [], target="logits")
     with pytest.raises(ValueError, match="ridge"):
         reconstruct(teacher, teacher, lambda: [], ridge=-1)
+    with pytest.raises(ValueError, match="fc1 needs the FFN refit"):
+        reconstruct(teacher, teacher, lambda: [], refit_ffn=False, refit_fc1=True)
+    with pytest.raises(ValueError, match="kept heads' indices"):
+        reconstruct(teacher, teacher, lambda: [], refit_qkv=True)
 
 
 # -- checkpoints and the command line ------------------------------------------------------
@@ -206,13 +229,12 @@ def test_bad_options_are_refused():
 
 def test_cli_defaults_are_the_library_defaults():
     from dsp_fairseq.cli import reconstruct as cli
+    from dsp_fairseq.pruning import calibrate
 
-    assert (cli.DEFAULT_BATCHES, cli.DEFAULT_RIDGE, cli.DEFAULT_TARGET, cli.DEFAULT_REFIT_FFN) == (
-        DEFAULT_BATCHES,
-        DEFAULT_RIDGE,
-        DEFAULT_TARGET,
-        DEFAULT_REFIT_FFN,
-    )
+    names = ("BATCHES", "RIDGE", "TARGET", "REFIT_FFN", "REFIT_FC1", "REFIT_QKV")
+    assert [getattr(cli, "DEFAULT_" + n) for n in names] == [
+        getattr(calibrate, "DEFAULT_" + n) for n in names
+    ]
 
 
 def test_unstripped_checkpoint_is_refused(tmp_path):

@@ -13,7 +13,7 @@ from conftest import ROOT
 from inprocess import call_cli, cli_ok, fairseq_train, fairseq_validate
 from robustness_helpers import BIN, PLUGIN, run, tiny_corpus, train_args
 
-from dsp_fairseq.checkpoint_io import load_checkpoint
+from dsp_fairseq.checkpoint_io import load_checkpoint, save_checkpoint_atomic
 from dsp_fairseq.cli import reconstruct as reconstruct_cli
 from dsp_fairseq.cli import strip as strip_cli
 
@@ -64,6 +64,32 @@ def test_reconstruction_lowers_the_validation_loss(corpus, base, tmp_path):
               "--gen-subset", "test", "--beam", "2", "--batch-size", "16",
               "--required-batch-size-multiple", "1", "--max-len-b", "20", "--cpu").stdout  # fmt: skip
     assert sum(line.startswith("H-") for line in out.splitlines()) == 40
+
+
+def test_richer_refit_writes_every_layer_it_refits(corpus, base, tmp_path):
+    """--refit-qkv --refit-fc1: q/k/v rows, out_proj, fc1 and fc2 refit (nothing else
+    changes), the loss still drops below the plain stripped model's; a checkpoint without
+    dsp-strip's record of its kept heads is refused for the q/k/v refit."""
+    plain, rich = tmp_path / "plain.pt", tmp_path / "rich.pt"
+    cli_ok(strip_cli.main, "--input", base, "--output", plain, "--random", "--heads-to-keep", "12",
+           "--seed", "2")  # fmt: skip
+    calib = ["--calibration-batches", "4", "--calibration-max-tokens", "1000"]
+    _, err = cli_ok(reconstruct_cli.main, "--pruned", plain, "--base", base, "--data", corpus,
+                    "--output", rich, "--refit-qkv", "--refit-fc1", *calib)  # fmt: skip
+    assert "decoder.layers.2.fc1" in err and "decoder.layers.2.encoder_attn.kv_proj" in err
+    before, after = load_checkpoint(str(plain)), load_checkpoint(str(rich))
+    record = after["dsp_reconstruction"]
+    assert record["refit_qkv"] and record["refit_fc1"] and record["refit_ffn"]
+    changed = {k.split(".")[-2] for k in before["model"]
+               if not torch.equal(before["model"][k], after["model"][k])}  # fmt: skip
+    assert changed == {"q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2"}
+    assert valid_loss(corpus, rich) < valid_loss(corpus, plain)
+    del before["dsp_kept_heads"]
+    save_checkpoint_atomic(before, str(tmp_path / "unrecorded.pt"))
+    code, _, err = call_cli(reconstruct_cli.main, "--pruned", tmp_path / "unrecorded.pt", "--base",
+                            base, "--data", corpus, "--output", tmp_path / "x.pt", "--refit-qkv",
+                            *calib)  # fmt: skip
+    assert code == 2 and "dsp_kept_heads" in err and not (tmp_path / "x.pt").exists()
 
 
 def test_refusals(corpus, base, tmp_path):

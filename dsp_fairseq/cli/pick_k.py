@@ -8,7 +8,8 @@
 model and the raw references. Its bin/ is accepted too and stands for the corpus.
 
 For a trained (unpruned) checkpoint, it prunes with pipelined DSP
-(``examples/translation/prune-pipelined.sh`` with its defaults: gates trained on KL to
+(``examples/translation/prune-pipelined.sh`` with its defaults: gates started from head
+importance's scores (computed once, OUT/importance.json) and trained on KL to
 the unpruned model with the output layers adapting, and the better on valid of the gate
 run's own weights and the refit against the unpruned model; ``--gate-objective labels``
 for gates trained on the references with the model frozen, ``--recovery reconstruct`` or
@@ -109,7 +110,8 @@ def table_markdown(result: dict) -> str:
     lines = [
         f"Unpruned: {result['unpruned_valid_sacrebleu']:.2f} sacreBLEU on valid "
         f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU; gates trained "
-        f"on {result.get('gate_objective', 'labels')}, recovery {result.get('recovery', 'none')}.",
+        f"on {result.get('gate_objective', 'labels')} (started from "
+        f"{result.get('gate_init', 'none')}), recovery {result.get('recovery', 'none')}.",
         "",
         "| K | valid sacreBLEU | vs unpruned | within tolerance |",
         "|---:|---:|---:|:---:|",
@@ -181,6 +183,14 @@ def main(argv=None) -> int:
         "or labels (label-smoothed CE, the model frozen)",
     )
     parser.add_argument(
+        "--gate-init",
+        choices=("importance", "none"),
+        default=None,
+        help="where the gate logits start (prune-pipelined.sh --gate-init; default: importance "
+        "with --gate-objective distill, from head importance's scores computed once in "
+        "OUT/importance.json; none otherwise)",
+    )
+    parser.add_argument(
         "--recovery",
         choices=("best", "reconstruct", "none"),
         default="best",
@@ -189,6 +199,8 @@ def main(argv=None) -> int:
         "the refit), reconstruct (dsp-strip --reconstruct on training batches) or none",
     )
     args = parser.parse_args(argv)
+    if args.gate_init is None:
+        args.gate_init = "importance" if args.gate_objective == "distill" else "none"
 
     def fail(message: str) -> int:
         print(f"dsp-pick-k: error: {message}", file=sys.stderr)
@@ -250,6 +262,8 @@ def main(argv=None) -> int:
                 "--heads-to-keep", k, "--save-dir", row, "--preset", args.preset,
                 "--seed", args.seed, "--train-args", args.gate_args,
                 "--gate-objective", args.gate_objective, "--recovery", args.recovery,
+                "--gate-init", args.gate_init,
+                "--importance-scores", os.path.join(args.out, "importance.json"),
                 "--gen-args", args.gen_args,
             )  # fmt: skip
             bleu = chosen_valid_bleu(row, args.recovery)
@@ -272,6 +286,7 @@ def main(argv=None) -> int:
         "tolerance": args.tolerance,
         "recovery": args.recovery,
         "gate_objective": args.gate_objective,
+        "gate_init": args.gate_init,
         "unpruned_valid_sacrebleu": base,
         "candidates": ks,
         "probes": [probes[k] for k in sorted(probes)],

@@ -27,6 +27,8 @@ DEFAULT_BATCHES = 20  # = pruning.calibrate.DEFAULT_* (kept import-free here; te
 DEFAULT_RIDGE = 1e-3
 DEFAULT_TARGET = "residual"
 DEFAULT_REFIT_FFN = True
+DEFAULT_REFIT_FC1 = False
+DEFAULT_REFIT_QKV = False
 
 
 def add_reconstruction_options(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +70,20 @@ def add_reconstruction_options(parser: argparse.ArgumentParser) -> None:
         help="also refit each block's FFN output layer (fc2) against the unpruned block output, "
         "after the block's attentions (default: on, the best measured; bench/RESULTS.md)",
     )
+    g.add_argument(
+        "--refit-fc1",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_REFIT_FC1,
+        help="with --refit-ffn, first refit each FFN input layer (fc1) so that its "
+        "pre-activations on the pruned model's input match the unpruned model's",
+    )
+    g.add_argument(
+        "--refit-qkv",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT_REFIT_QKV,
+        help="first refit each attention's kept q/k/v projection rows to the unpruned "
+        "model's rows of the same heads (needs dsp-strip's record of the kept heads)",
+    )
     g.add_argument("--calibration-seed", type=int, default=1, help="batch shuffling seed")
 
 
@@ -101,6 +117,8 @@ def run_reconstruction(args, pruned_state: dict, base_state: dict, prog: str):
         ridge=args.ridge,
         target=args.reconstruct_target,
         refit_ffn=args.refit_ffn,
+        refit_fc1=args.refit_fc1,
+        refit_qkv=args.refit_qkv,
         max_tokens=args.calibration_max_tokens,
         seed=args.calibration_seed,
         progress=None if getattr(args, "quiet", False) else say,

@@ -15,6 +15,8 @@ import time
 from itertools import islice
 from typing import Callable, Dict, List, Optional, Tuple
 
+import torch
+
 from ..checkpoint_io import CheckpointError, model_args
 from ..checkpoint_models import batch_epochs, model_from_state, setup_task
 from .reconstruct import ReconstructionReport, reconstruct
@@ -25,6 +27,8 @@ DEFAULT_BATCHES = 20
 DEFAULT_RIDGE = 1e-3
 DEFAULT_TARGET = "residual"
 DEFAULT_REFIT_FFN = True
+DEFAULT_REFIT_FC1 = False
+DEFAULT_REFIT_QKV = False
 DEFAULT_MAX_TOKENS = 4096
 
 
@@ -64,6 +68,8 @@ def reconstruct_checkpoint(
     ridge: float = DEFAULT_RIDGE,
     target: str = DEFAULT_TARGET,
     refit_ffn: bool = DEFAULT_REFIT_FFN,
+    refit_fc1: bool = DEFAULT_REFIT_FC1,
+    refit_qkv: bool = DEFAULT_REFIT_QKV,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     seed: int = 1,
     progress: Optional[Callable[[str], None]] = None,
@@ -81,6 +87,12 @@ def reconstruct_checkpoint(
             "the pruned checkpoint is not stripped (no --stripped-heads in its config): "
             "reconstruction refits a pruned model; strip it with dsp-strip (a head set: the "
             "gate's test mask, --importance or --random) and --reconstruct"
+        )
+    if refit_qkv and not isinstance(pruned_state.get("dsp_kept_heads"), dict):
+        raise CheckpointError(
+            "the pruned checkpoint does not record which heads it kept (dsp_kept_heads), "
+            "which the q/k/v refit needs; strip it with dsp-strip, or reconstruct without "
+            "--refit-qkv"
         )
     teacher_state, _ = strip_checkpoint(base_state, kept=all_heads(base_state))
     task, data = setup_task(pruned_state, data)
@@ -101,15 +113,17 @@ def reconstruct_checkpoint(
         ridge=ridge,
         target=target,
         refit_ffn=refit_ffn,
+        refit_fc1=refit_fc1,
+        refit_qkv=refit_qkv,
+        kept=pruned_state.get("dsp_kept_heads") if refit_qkv else None,
         progress=progress,
     )
     new_state = dict(pruned_state)
     new_model = dict(pruned_state["model"])
     live = student.state_dict()
-    for rec in report.slots:
-        stem = rec.prefix if rec.prefix.endswith(".fc2") else rec.prefix + ".out_proj"
-        for t in ("weight", "bias"):
-            new_model[f"{stem}.{t}"] = live[f"{stem}.{t}"].detach().clone()
+    for name, old in pruned_state["model"].items():  # the refit layers' tensors
+        if name in live and not torch.equal(live[name], old.to(live[name].dtype)):
+            new_model[name] = live[name].detach().clone().to(old.dtype)
     new_state["model"] = new_model
     record = report.as_dict()
     record.update(
@@ -117,6 +131,8 @@ def reconstruct_checkpoint(
         seed=seed,
         max_tokens=max_tokens,
         refit_ffn=refit_ffn,
+        refit_fc1=refit_fc1,
+        refit_qkv=refit_qkv,
         seconds=round(time.time() - start, 1),
     )
     new_state["dsp_reconstruction"] = record

@@ -172,12 +172,14 @@ def _check_supported(layer: nn.Module, prefix: str) -> None:
             )
 
 
-def _capture(model: nn.Module, prefix: str, sample: dict, ffn: bool) -> Dict[str, Tensor]:
-    """Run ``model`` on ``sample`` until attention ``prefix`` (or its FFN) has run.
+def _capture(model: nn.Module, prefix: str, sample: dict, kind: str) -> Dict[str, Tensor]:
+    """Run ``model`` on ``sample`` until the refit layer of job ``(prefix, kind)`` has run.
 
-    Returns ``head_out`` (input of out_proj), ``out`` (its output) and
-    ``residual``; with ``ffn``, instead ``fc2_in``, ``fc2_out`` and the FFN's
-    ``residual``.
+    Returns ``x`` (the refit layer's input), ``out`` (its output) and, for the
+    layers fit to the residual stream (``kind`` ``attn``: out_proj; ``fc2``),
+    ``residual``: the sublayer's residual input. ``fc1`` is fit to the
+    unpruned layer's own output (its input already drifted), so it needs none.
+    ``qkv``: ``q_proj_in``, ``k_proj_in`` and the three projections' outputs.
     """
     layer = _parent(model, prefix)
     attn_name = prefix.rsplit(".", 1)[1]
@@ -187,20 +189,14 @@ def _capture(model: nn.Module, prefix: str, sample: dict, ffn: bool) -> Dict[str
     def keep_residual(_m, args, kwargs):
         got["residual"] = kwargs["query"] if "query" in kwargs else args[0]
 
-    if ffn:
+    if kind == "fc2":
         # residual of the FFN = the input of final_layer_norm in pre-norm, else the
         # input of fc1 (post-norm: the output of the previous LayerNorm)
         res_mod = layer.final_layer_norm if layer.normalize_before else layer.fc1
         handles.append(
             res_mod.register_forward_pre_hook(lambda _m, a: got.__setitem__("residual", a[0]))
         )
-
-        def fc2_hook(_m, inputs, output):
-            got["fc2_in"], got["fc2_out"] = inputs[0], output
-            raise _Stop
-
-        handles.append(layer.fc2.register_forward_hook(fc2_hook))
-    else:
+    elif kind == "attn":
         res_mod, is_attn = _residual_module(layer, attn_name)
         if is_attn:
             handles.append(res_mod.register_forward_pre_hook(keep_residual, with_kwargs=True))
@@ -209,11 +205,26 @@ def _capture(model: nn.Module, prefix: str, sample: dict, ffn: bool) -> Dict[str
                 res_mod.register_forward_pre_hook(lambda _m, a: got.__setitem__("residual", a[0]))
             )
 
-        def out_hook(_m, inputs, output):
-            got["head_out"], got["out"] = inputs[0], output
+    def out_hook(_m, inputs, output):
+        got["x"], got["out"] = inputs[0], output
+        raise _Stop
+
+    if kind == "qkv":  # the projections' inputs and outputs; stop once v_proj has run
+        attn = getattr(layer, attn_name)
+        for name in ("q_proj", "k_proj"):
+            handles.append(
+                getattr(attn, name).register_forward_hook(
+                    lambda _m, a, out, n=name: got.update({n + "_in": a[0], n: out})
+                )
+            )
+
+        def v_hook(_m, inputs, output):
+            got["v_proj"] = output
             raise _Stop
 
-        handles.append(getattr(layer, attn_name).out_proj.register_forward_hook(out_hook))
+        handles.append(attn.v_proj.register_forward_hook(v_hook))
+    else:
+        handles.append(_refit_layer(model, prefix, kind).register_forward_hook(out_hook))
     try:
         model(**sample["net_input"])
     except _Stop:
@@ -221,9 +232,23 @@ def _capture(model: nn.Module, prefix: str, sample: dict, ffn: bool) -> Dict[str
     finally:
         for h in handles:
             h.remove()
-    if not got or "residual" not in got:
+    if not got or (kind in ("attn", "fc2") and "residual" not in got):
         raise RuntimeError(f"{prefix}: the forward pass never reached this layer")
     return got
+
+
+def _refit_layer(model: nn.Module, prefix: str, kind: str) -> nn.Linear:
+    """The linear layer job ``(prefix, kind)`` refits: an attention's out_proj, fc1 or fc2."""
+    return (
+        _attention(model, prefix).out_proj
+        if kind == "attn"
+        else getattr(_parent(model, prefix), kind)
+    )
+
+
+def refit_name(prefix: str, kind: str) -> str:
+    """The module name a job refits (the attention's prefix for its out_proj)."""
+    return prefix if kind == "attn" else prefix.rsplit(".", 1)[0] + "." + kind
 
 
 def _positions(sample: dict, prefix: str, pad: int) -> Tensor:
@@ -241,6 +266,9 @@ def reconstruct(
     ridge: float = 1e-3,
     target: str = "residual",
     refit_ffn: bool = True,
+    refit_fc1: bool = False,
+    refit_qkv: bool = False,
+    kept: Optional[Dict[str, List[int]]] = None,
     progress: Optional[Callable[[str], None]] = None,
 ) -> ReconstructionReport:
     """Refit ``student``'s attention output projections in place to match ``teacher``.
@@ -249,11 +277,21 @@ def reconstruct(
     ``teacher`` the unpruned one with the same dictionaries and non-attention
     shapes; ``batches()`` returns a fresh iterable of the same calibration
     batches each call. Both models are used in ``eval()`` and left in it.
+    ``refit_ffn`` also refits each block's ``fc2`` against the unpruned block
+    output; ``refit_fc1`` (with it) first refits ``fc1`` so that its
+    pre-activations on the pruned model's drifted input match the unpruned ones;
+    ``refit_qkv`` first refits each attention's kept q/k/v projection rows to the
+    unpruned model's rows of the same heads (``kept``: the unpruned head index of
+    every kept head, per attention, as dsp-strip records it).
     """
     if target not in TARGETS:
         raise ValueError(f"reconstruction target {target!r}: choose one of {', '.join(TARGETS)}")
     if ridge < 0:
         raise ValueError(f"--ridge {ridge} must be >= 0")
+    if refit_fc1 and not refit_ffn:
+        raise ValueError("refitting fc1 needs the FFN refit (fc2) too")
+    if refit_qkv and kept is None:
+        raise ValueError("refitting q/k/v needs the kept heads' indices in the unpruned model")
     student.eval()
     teacher.eval()
     pad = student.decoder.dictionary.pad()
@@ -263,28 +301,37 @@ def reconstruct(
     if missing:
         raise ValueError(f"the unpruned model has no attention {missing[0]}")
     report = ReconstructionReport(target=target, ridge=ridge, batches=0)
-    jobs: List[Tuple[str, bool]] = []
+    jobs: List[Tuple[str, str]] = []  # (attention prefix, qkv | attn | fc1 | fc2)
     for i, prefix in enumerate(order):
         _check_supported(_parent(student, prefix), prefix)
-        jobs.append((prefix, False))
+        if refit_qkv and _attention(student, prefix).num_heads > 0:
+            jobs.append((prefix, "qkv"))
+        jobs.append((prefix, "attn"))
         layer = prefix.rsplit(".", 1)[0]
         last_in_layer = i + 1 == len(order) or not order[i + 1].startswith(layer + ".")
         if refit_ffn and last_in_layer:  # the block's FFN runs after all its attentions
-            jobs.append((prefix, True))
-    for i, (prefix, ffn) in enumerate(jobs):
-        layer = _parent(student, prefix)
-        lin = layer.fc2 if ffn else getattr(layer, prefix.rsplit(".", 1)[1]).out_proj
+            jobs.extend([(prefix, "fc1")] if refit_fc1 else [])
+            jobs.append((prefix, "fc2"))
+    for i, (prefix, kind) in enumerate(jobs):
+        if kind == "qkv":
+            for rec in _refit_projections(student, teacher, prefix, kept, batches, pad, ridge):
+                report.slots.append(rec)
+                if progress is not None:
+                    progress(
+                        f"[{i + 1}/{len(jobs)}] {rec.prefix}: relative error "
+                        f"{rec.error_before:.4f} -> {rec.error_after:.4f} ({rec.rows:,} positions)"
+                    )
+            continue
+        lin = _refit_layer(student, prefix, kind)
         fit = LinearRefit(lin.in_features, lin.out_features)
         n_batches = 0
         for sample in batches():
-            s = _capture(student, prefix, sample, ffn)
-            t = _capture(teacher, prefix, sample, ffn)
-            x, s_out = (s["fc2_in"], s["fc2_out"]) if ffn else (s["head_out"], s["out"])
-            t_out = t["fc2_out"] if ffn else t["out"]
-            y = t_out.double()
-            if target == "residual":
+            s = _capture(student, prefix, sample, kind)
+            t = _capture(teacher, prefix, sample, kind)
+            y = t["out"].double()
+            if target == "residual" and kind != "fc1":
                 y = y + t["residual"].double() - s["residual"].double()
-            fit.add_batch(x, y, _positions(sample, prefix, pad))
+            fit.add_batch(s["x"], y, _positions(sample, prefix, pad))
             n_batches += 1
             if i == 0:
                 tokens = report.tokens
@@ -300,15 +347,60 @@ def reconstruct(
         before = fit.residual_error(lin.weight.detach().double(), old_b.detach().double())
         lin.weight.copy_(weight.to(lin.weight.dtype))
         if lin.bias is None:
-            raise ValueError(f"{prefix}: the output projection has no bias to refit")
+            raise ValueError(f"{refit_name(prefix, kind)}: the layer has no bias to refit")
         lin.bias.copy_(bias.to(lin.bias.dtype))
         after = fit.residual_error(weight, bias)
-        name = prefix.rsplit(".", 1)[0] + ".fc2" if ffn else prefix
-        heads = -1 if ffn else getattr(layer, prefix.rsplit(".", 1)[1]).num_heads
+        name = refit_name(prefix, kind)
+        heads = _attention(student, prefix).num_heads if kind == "attn" else -1
         report.slots.append(SlotRecord(name, heads, fit.rows, before, after))
         if progress is not None:
             progress(
-                f"[{i + 1}/{len(jobs)}] {name}: {'' if ffn else f'{heads} heads, '}"
+                f"[{i + 1}/{len(jobs)}] {name}: {f'{heads} heads, ' if kind == 'attn' else ''}"
                 f"relative error {before:.4f} -> {after:.4f} ({fit.rows:,} positions)"
             )
     return report
+
+
+def _attention(model: nn.Module, prefix: str) -> nn.Module:
+    return getattr(_parent(model, prefix), prefix.rsplit(".", 1)[1])
+
+
+def _refit_projections(student, teacher, prefix, kept, batches, pad, ridge) -> List[SlotRecord]:
+    """Refit one attention's q_proj and k_proj/v_proj (one solve each: k and v share
+    their input) so that, on the pruned model's inputs, they give the unpruned model's
+    rows of the kept heads on its own inputs."""
+    attn = _attention(student, prefix)
+    heads = list(kept.get(prefix, ()))
+    if len(heads) != attn.num_heads:
+        raise ValueError(
+            f"{prefix}: {attn.num_heads} heads in the pruned model, {len(heads)} kept indices"
+        )
+    d = attn.head_dim
+    rows = torch.cat([torch.arange(h * d, (h + 1) * d) for h in heads])
+    key_stream = "encoder" if attn.encoder_decoder_attention else prefix
+    fits = {
+        "q_proj": LinearRefit(attn.q_proj.in_features, len(rows)),
+        "kv_proj": LinearRefit(attn.k_proj.in_features, 2 * len(rows)),
+    }
+    for sample in batches():
+        s = _capture(student, prefix, sample, "qkv")
+        t = _capture(teacher, prefix, sample, "qkv")
+        fits["q_proj"].add_batch(
+            s["q_proj_in"], t["q_proj"][..., rows], _positions(sample, prefix, pad)
+        )
+        kv = torch.cat([t["k_proj"][..., rows], t["v_proj"][..., rows]], dim=-1)
+        fits["kv_proj"].add_batch(s["k_proj_in"], kv, _positions(sample, key_stream, pad))
+    records = []
+    for name, fit in fits.items():
+        layers = [attn.q_proj] if name == "q_proj" else [attn.k_proj, attn.v_proj]
+        old_w = torch.cat([lin.weight.detach() for lin in layers]).double()
+        old_b = torch.cat([lin.bias.detach() for lin in layers]).double()
+        before = fit.residual_error(old_w, old_b)
+        weight, bias = fit.solve(ridge)
+        for j, lin in enumerate(layers):
+            part = slice(j * len(rows), (j + 1) * len(rows))
+            lin.weight.copy_(weight[part].to(lin.weight.dtype))
+            lin.bias.copy_(bias[part].to(lin.bias.dtype))
+        after = fit.residual_error(weight, bias)
+        records.append(SlotRecord(f"{prefix}.{name}", -1, fit.rows, before, after))
+    return records

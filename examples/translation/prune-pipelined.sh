@@ -9,7 +9,8 @@
 #                      [--validate-interval N|auto] [--snapshot-interval N] [--args-file F]
 #                      [--seed S] [--train-args "ARGS"] [--gate-objective distill|labels]
 #                      [--recovery best|reconstruct|none] [--reconstruct-args "ARGS"]
-#                      [--gen-args "ARGS"] [-- FAIRSEQ-TRAIN-ARGS...]
+#                      [--gate-init importance|none] [--importance-scores FILE]
+#                      [--importance-args "ARGS"] [--gen-args "ARGS"] [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
 #                   transformer_dsp); the gated model takes its shape from it
@@ -29,6 +30,17 @@
 #                              "Selection that sees the recovery": +1.7 BLEU at H/4 after the refit)
 #                     labels   label-smoothed CE on the references, everything but the gates
 #                              frozen (the DSP paper's pipelined setting)
+# --gate-init       where the gate logits start (default: importance for dsp gates trained on
+#                   distill, none otherwise):
+#                     importance  from head importance's scores of the base (dsp-importance on
+#                                 the validation data, --gate-init-scores): the first test mask
+#                                 is importance's top-K and the gates move from there; better
+#                                 than none at H/4 and H/8 beyond the seed spread, level at
+#                                 H/2 (bench/RESULTS.md); dsp-importance adds a minute or two
+#                     none        the gate type's own initialisation
+# --importance-scores FILE  where those scores are, or are written once (default
+#                   SAVE_DIR/importance.json; sweep.sh and dsp-pick-k share one file)
+# --importance-args  more dsp-importance arguments (e.g. --max-batches 20)
 # --anneal-updates  temperature annealing length (default: the whole run, one epoch; the
 #                   criterion computes it from the data, batch size and world size)
 # --l0-penalty      weight of the gate penalty (hard-concrete), per target token
@@ -60,7 +72,7 @@ set -euo pipefail
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=best REC_ARGS=""
-OBJECTIVE="" GEN_ARGS=""
+OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS=""
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -82,6 +94,9 @@ while [[ $# -gt 0 ]]; do
     --gate-objective) OBJECTIVE=$2; shift 2 ;;
     --gen-args) GEN_ARGS=$2; shift 2 ;;
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
+    --gate-init) GATE_INIT=$2; shift 2 ;;
+    --importance-scores) SCORES=$2; shift 2 ;;
+    --importance-args) IMP_ARGS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -107,6 +122,12 @@ case $OBJECTIVE in
                            --train-gates-with out_proj,fc2) ;;
   labels) OBJECTIVE_ARGS=(--criterion dsp_label_smoothed_cross_entropy) ;;
   *) die "--gate-objective must be distill or labels, not '$OBJECTIVE'" ;;
+esac
+[[ -n $GATE_INIT ]] || { [[ $GATE == dsp && $OBJECTIVE == distill ]] && GATE_INIT=importance || GATE_INIT=none; }
+case $GATE_INIT in
+  importance) need_tool dsp-importance; SCORES=${SCORES:-$SAVE/importance.json} ;;
+  none) ;;
+  *) die "--gate-init must be importance or none, not '$GATE_INIT'" ;;
 esac
 preset_args "$PRESET" optim
 case $SCHEDULE in
@@ -145,12 +166,23 @@ if [[ ! -f $SAVE/.done ]]; then
   elif [[ $VALIDATE -gt 0 ]]; then
     snap=(--save-interval-updates "$VALIDATE" --keep-interval-updates 1)
   fi
-  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates, one epoch on $BASE -> $SAVE"
+  INIT_ARGS=()
+  if [[ $GATE_INIT == importance ]]; then
+    if [[ ! -s $SCORES ]]; then
+      say "head importance of $BASE on the validation data (the gates' starting logits) -> $SCORES"
+      split_words IMP "$IMP_ARGS"
+      mkdir -p "$(dirname "$SCORES")"
+      dsp-importance --path "$BASE" --data "$DATA/bin" --output "$SCORES" "${IMP[@]}" \
+        || die "dsp-importance failed (see the message above)"
+    fi
+    INIT_ARGS=(--gate-init-scores "$SCORES")
+  fi
+  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates, one epoch on $BASE -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     "${SCHEDULE_ARGS[@]}" "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \
     --gate-type "$GATE" --gate-schedule "$SCHEDULE" --heads-to-keep "$K" \
-    "${OBJECTIVE_ARGS[@]}" --l0-penalty "$L0" --max-epoch 1 --max-update 0 \
+    "${OBJECTIVE_ARGS[@]}" "${INIT_ARGS[@]}" --l0-penalty "$L0" --max-epoch 1 --max-update 0 \
     --save-dir "$SAVE" --no-epoch-checkpoints "${snap[@]}" --seed "$SEED" --log-format json \
     "${ALL_USER[@]}"
   rm -f "$SAVE"/pruned-{none,reconstruct}.pt "$SAVE"/strip-{none,reconstruct}.txt  # of older gates

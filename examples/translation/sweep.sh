@@ -6,7 +6,8 @@
 #            [--validate-interval N] [--train-args "ARGS"] [--gate-args "ARGS"]
 #            [--joint-args "ARGS"] [--gen-args "ARGS"] [--finetune-updates N] [--valid]
 #            [--importance-args "ARGS"] [--recovery reconstruct|none]
-#            [--reconstruct-args "ARGS"] [--gate-objective distill|labels] [--no-plots]
+#            [--reconstruct-args "ARGS"] [--gate-objective distill|labels]
+#            [--gate-init importance|none] [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
 #              dsp, dsp-st, ste, hard-concrete   pipelined: gates trained one epoch on the
@@ -43,6 +44,9 @@
 # --train-args  fairseq-train arguments for every training run (pipelined and joint)
 # --gate-objective  what pipelined gates train on (prune-pipelined.sh --gate-objective;
 #               default: distill for dsp, labels for the other gate types)
+# --gate-init   where pipelined gate logits start (prune-pipelined.sh --gate-init; default:
+#               importance for dsp gates on distill, from OUT/importance.json, the scores
+#               the importance rows use)
 # --gate-args   fairseq-train arguments for pipelined gate training only; they override
 #               the schedule (e.g. "--max-tokens 2048 --gate-lr 0.1")
 # --joint-args  fairseq-train arguments for joint-dsp only (e.g. --max-update 20000)
@@ -62,7 +66,7 @@ set -euo pipefail
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
 PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 VALID=0 RECOVERY=reconstruct REC_ARGS=""
-OBJECTIVE=""
+OBJECTIVE="" GATE_INIT=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -86,6 +90,7 @@ while [[ $# -gt 0 ]]; do
     --recovery) RECOVERY=$2; shift 2 ;;
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
     --gate-objective) OBJECTIVE=$2; shift 2 ;;
+    --gate-init) GATE_INIT=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -106,6 +111,8 @@ R="python $ROOT/scripts/results_table.py"
 
 [[ -z $OBJECTIVE || $OBJECTIVE == distill || $OBJECTIVE == labels ]] \
   || die "--gate-objective must be distill or labels, not '$OBJECTIVE'"
+[[ -z $GATE_INIT || $GATE_INIT == importance || $GATE_INIT == none ]] \
+  || die "--gate-init must be importance or none, not '$GATE_INIT'"
 [[ $RECOVERY == reconstruct || $RECOVERY == none ]] || die "--recovery must be reconstruct or none, not '$RECOVERY'"
 if [[ $RECOVERY == reconstruct ]]; then  # METHOD+rec after every plain selection method
   with_rec=()
@@ -222,7 +229,8 @@ for m in "${METHOD_LIST[@]}"; do
           --gate-type "$gate" --schedule "$schedule" --save-dir "$row" --preset "$PRESET" --l0-penalty "$L0" \
           --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" \
           --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS" \
-          ${OBJECTIVE:+--gate-objective "$OBJECTIVE"}
+          ${OBJECTIVE:+--gate-objective "$OBJECTIVE"} ${GATE_INIT:+--gate-init "$GATE_INIT"} \
+          --importance-scores "$OUT/importance.json" --importance-args "$IMP_ARGS"
         ckpt=$row/pruned.pt report=$row/strip.txt ;;
       joint-dsp)
         bash "$RECIPES/train-dsp-joint.sh" --data "$DATA" --heads-to-keep "$k" --save-dir "$row" \
