@@ -422,9 +422,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         + pick_goal(),
         "| distilled fine-tune: DSP + reconstruct + KD within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within("dsp+rec+kd", {36: 0.3, 18: 1.0, 9: 2.5}),
-        "| 270-update fine-tune (the recipes' default: labels): DSP (default gates) + "
-        "reconstruct + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within(default + "+rec+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| 270-update fine-tune (the recipes' default: labels): DSP (default gates, default "
+        "recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within(default + "+best+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
         "| DSP (default gates, default recovery: best on valid) at least as good as every "
         "baseline + reconstruct | " + versus(default + "+best", REC_BASELINES),
         "| DSP (default gates) + reconstruct at least as good as every baseline + reconstruct | "

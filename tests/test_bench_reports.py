@@ -192,7 +192,13 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         "rec_test": 32.5, "rec_valid": 32.75,
     }))  # fmt: skip
     (tmp_path / "results-sweep-impinit.json").write_text(
-        json.dumps([row("dsp+rec", 18, 34.0), row("dsp+best", 18, 34.25, 35.0)])
+        json.dumps(
+            [
+                row("dsp+rec", 18, 34.0),
+                row("dsp+best", 18, 34.25, 35.0),
+                row("dsp+best+ft", 18, 38.0),
+            ]
+        )
     )
     (tmp_path / "results-sweep-impinit-s2.json").write_text(json.dumps([row("dsp+rec", 18, 35.0)]))
     (tmp_path / "pick-k-rec").mkdir()
@@ -240,6 +246,8 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     # the default gates' rows (results-sweep-impinit*): means over their runs
     goal = next(line for line in lines if line.startswith("| retraining-free: DSP (default gates)"))
     assert "H/4: 34.50 (mean of 2), 5.50 below (limit 6.0)" in goal and "H/2: not run" in goal
+    tuned = next(line for line in lines if line.startswith("| 270-update fine-tune"))
+    assert "H/4: 38.00, 2.00 below (limit 1.0)" in tuned and tuned.endswith("| **not met** |")
     best = next(line for line in lines if line.startswith("| DSP (default gates, default recovery"))
     assert "H/4: +0.25 vs head importance, one-shot + reconstruct" in best
     assert best.endswith("| met |")  # one run each: no seed range to beat
