@@ -58,12 +58,7 @@ if [[ $RANDOM_HEADS == 1 ]]; then
 else
   need_tool dsp-importance
   SCORES=${SCORES:-$(dirname "$OUTPUT")/importance.json}
-  if [[ ! -s $SCORES ]]; then
-    say "head importance of $BASE on the validation data -> $SCORES"
-    split_words IMP "$IMP_ARGS"
-    dsp-importance --path "$BASE" --data "$DATA/bin" --output "$SCORES" "${IMP[@]}" \
-      || die "dsp-importance failed (see the message above)"
-  fi
+  importance_scores "$BASE" "$DATA" "$SCORES" "$IMP_ARGS"
   say "keep the $K most important heads of $BASE -> $OUTPUT"
   select=(--importance "$SCORES" --heads-to-keep "$K")
 fi

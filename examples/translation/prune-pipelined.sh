@@ -168,13 +168,7 @@ if [[ ! -f $SAVE/.done ]]; then
   fi
   INIT_ARGS=()
   if [[ $GATE_INIT == importance ]]; then
-    if [[ ! -s $SCORES ]]; then
-      say "head importance of $BASE on the validation data (the gates' starting logits) -> $SCORES"
-      split_words IMP "$IMP_ARGS"
-      mkdir -p "$(dirname "$SCORES")"
-      dsp-importance --path "$BASE" --data "$DATA/bin" --output "$SCORES" "${IMP[@]}" \
-        || die "dsp-importance failed (see the message above)"
-    fi
+    importance_scores "$BASE" "$DATA" "$SCORES" "$IMP_ARGS"  # the gates' starting logits
     INIT_ARGS=(--gate-init-scores "$SCORES")
   fi
   say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates, one epoch on $BASE -> $SAVE"

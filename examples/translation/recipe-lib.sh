@@ -112,3 +112,15 @@ run_train() {
   fi
   grep -E '\| valid \|' "$log" | tail -n 1 | sed 's/^/  last validation: /' || true
 }
+
+# importance_scores BASE DATA SCORES "IMP-ARGS": head-importance scores of BASE on the
+# validation data of DATA/bin, written once to SCORES (kept when already there)
+importance_scores() {
+  local base=$1 data=$2 scores=$3 imp
+  [[ -s $scores ]] && return 0
+  say "head importance of $base on the validation data -> $scores"
+  split_words imp "$4"
+  mkdir -p "$(dirname "$scores")"
+  dsp-importance --path "$base" --data "$data/bin" --output "$scores" "${imp[@]}" \
+    || die "dsp-importance failed (see the message above)"
+}
