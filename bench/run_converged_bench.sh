@@ -83,7 +83,7 @@ publish() {
     [[ -f $f ]] && mkdir -p "$OUT/alternating" && cp "$f" "$OUT/alternating/$(basename "$(dirname "$f")").json"
   done
   local pick
-  for pick in pick-k pick-k-rec pick-k-best; do
+  for pick in pick-k pick-k-rec pick-k-best pick-k-impinit; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -271,6 +271,17 @@ timed ftpoly5-k18 ft_schedule ftpoly5-k18 \
   "--lr-scheduler polynomial_decay --total-num-update 270 --end-learning-rate 0 --lr 5e-4"
 timed ftconst-k18 ft_schedule ftconst-k18 ""
 timed ftconst1e-4-k18 ft_schedule ftconst1e-4-k18 "--lr 1e-4"
+
+# 6g. session 9: third runs of the default gates, through the recipes' own default start
+# (--gate-init importance: sweep.sh computes OUT/importance.json, the same scores as $IMP),
+# the fine-tune at K = 18, and dsp-pick-k with every default
+recipe_gates() {  # recipe_gates NAME KS SEED METHODS
+  bash "$RECIPES/sweep.sh" "${SWEEP_DEFAULTS[@]}" --out "$WORK/sweep-$1" --no-plots --ks "$2" \
+    --seed "$3" --methods "$4" --recovery none
+}
+timed impinit-k18-s3 recipe_gates impinit-k18-s3 18 3 dsp,dsp+rec,dsp+best,dsp+best+ft
+timed impinit-k36-s3 recipe_gates impinit-k36-s3 36 3 dsp,dsp+rec,dsp+best
+timed pick-k-impinit dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-impinit" --tolerance 0.5
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

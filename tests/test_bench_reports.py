@@ -246,6 +246,10 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     # the default gates' rows (results-sweep-impinit*): means over their runs
     goal = next(line for line in lines if line.startswith("| retraining-free: DSP (default gates)"))
     assert "H/4: 34.50 (mean of 2), 5.50 below (limit 6.0)" in goal and "H/2: not run" in goal
+    # with the recipes' default recovery (best on valid): one run at H/4, none at H/2
+    goal = next(line for line in lines if line.startswith("| retraining-free with the recipes'"))
+    assert "H/4: 34.25, 5.75 below (limit 6.0)" in goal and "H/2: not run" in goal
+    assert goal.endswith("| not measured yet |")
     tuned = next(line for line in lines if line.startswith("| 270-update fine-tune"))
     assert "H/4: 38.00, 2.00 below (limit 1.0)" in tuned and tuned.endswith("| **not met** |")
     best = next(line for line in lines if line.startswith("| DSP (default gates, default recovery"))
@@ -265,8 +269,17 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     again = report_text(tmp_path)
     pick = next(line for line in again.splitlines() if "removes at least a third" in line)
     assert "K = 54 (18 of 72 heads removed, recovery best)" in pick and "**not met**" in pick
-    (tmp_path / "pick-k-best/pick.json").unlink()
-    (tmp_path / "pick-k-best").rmdir()
+    # session 9's run (gates started from head importance) is read before session 7's
+    (tmp_path / "pick-k-impinit").mkdir()
+    (tmp_path / "pick-k-impinit/pick.json").write_text(
+        json.dumps({"chosen_k": 63, "total_heads": 72, "recovery": "best"})
+    )
+    again = report_text(tmp_path)
+    pick = next(line for line in again.splitlines() if "removes at least a third" in line)
+    assert "K = 63 (9 of 72 heads removed, recovery best)" in pick
+    for run in ("pick-k-best", "pick-k-impinit"):
+        (tmp_path / run / "pick.json").unlink()
+        (tmp_path / run).rmdir()
     versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))
     assert "H/4: -1.00 vs head importance, one-shot + reconstruct" in versus
     assert versus.endswith("**not met** |")

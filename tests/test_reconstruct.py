@@ -65,6 +65,24 @@ def test_no_heads_gives_the_mean_as_bias_and_ridge_shrinks():
         LinearRefit(2, 2).solve(0.0)
 
 
+def test_ridge_toward_a_prior_interpolates_between_the_fit_and_the_prior():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(200, 6, generator=gen)
+    w = torch.randn(3, 6, generator=gen)
+    fit = LinearRefit(6, 3)
+    fit.add_batch(x, x @ w.T + 0.1 * torch.randn(200, 3, generator=gen))
+    prior = torch.randn(3, 6, generator=gen)
+    free = fit.solve(0.0)[0]
+    # no ridge: the prior does not matter; a huge ridge: the prior itself, not zero
+    torch.testing.assert_close(fit.solve(0.0, prior)[0], free)
+    torch.testing.assert_close(fit.solve(1e8, prior)[0].float(), prior, atol=1e-4, rtol=1e-4)
+    assert fit.solve(1e8)[0].abs().max() < 1e-4
+    # in between: closer to the prior than the free fit is, at a higher training error
+    mid_w, mid_b = fit.solve(1.0, prior)
+    assert (mid_w.float() - prior).norm() < (free.float() - prior).norm()
+    assert fit.residual_error(mid_w, mid_b) > fit.residual_error(*fit.solve(0.0))
+
+
 # -- reconstruct() on real fairseq models with a known structure ------------------------
 
 
@@ -211,6 +229,27 @@ def test_refit_lowers_the_loss_of_a_pruned_model(richer):
     assert gap() < 0.8 * before
 
 
+def test_a_huge_ridge_toward_the_current_weights_keeps_them():
+    """--ridge-toward current reaches every refit layer (q/k/v, out_proj, fc1, fc2): with an
+    overwhelming ridge each keeps its weights (only its unshrunk bias moves)."""
+    torch.manual_seed(0)
+    task = tiny_task()
+    teacher, state = _model_and_state(task)
+    kept = {p: heads[:2] for p, heads in all_heads(state).items()}
+    pruned_state, _ = strip_checkpoint(state, kept=kept)
+    student = _model(task, pruned_state)
+    before = {k: v.clone() for k, v in student.state_dict().items()}
+    options = {"refit_fc1": True, "refit_qkv": True, "kept": kept}
+    reconstruct(student, teacher, lambda: [batch(task, n=8, seed=0)], ridge=1e9,
+                ridge_toward="current", **options)  # fmt: skip
+    weights = [k for k in before if k.endswith(("proj.weight", "fc1.weight", "fc2.weight"))]
+    assert weights
+    for k in weights:
+        torch.testing.assert_close(student.state_dict()[k], before[k], atol=1e-5, rtol=1e-4)
+    reconstruct(student, teacher, lambda: [batch(task, n=8, seed=0)], ridge=1e9, **options)
+    assert student.state_dict()[weights[0]].abs().max() < 1e-5  # towards zero: gone
+
+
 def test_bad_options_are_refused():
     task = tiny_task()
     teacher, _ = _model_and_state(task)
@@ -222,6 +261,8 @@ def test_bad_options_are_refused():
         reconstruct(teacher, teacher, lambda: [], refit_ffn=False, refit_fc1=True)
     with pytest.raises(ValueError, match="kept heads' indices"):
         reconstruct(teacher, teacher, lambda: [], refit_qkv=True)
+    with pytest.raises(ValueError, match="ridge-toward"):
+        reconstruct(teacher, teacher, lambda: [], ridge_toward="one")
 
 
 # -- checkpoints and the command line ------------------------------------------------------
@@ -231,7 +272,7 @@ def test_cli_defaults_are_the_library_defaults():
     from dsp_fairseq.cli import reconstruct as cli
     from dsp_fairseq.pruning import calibrate
 
-    names = ("BATCHES", "RIDGE", "TARGET", "REFIT_FFN", "REFIT_FC1", "REFIT_QKV")
+    names = ("BATCHES", "RIDGE", "TARGET", "REFIT_FFN", "REFIT_FC1", "REFIT_QKV", "RIDGE_TOWARD")
     assert [getattr(cli, "DEFAULT_" + n) for n in names] == [
         getattr(calibrate, "DEFAULT_" + n) for n in names
     ]

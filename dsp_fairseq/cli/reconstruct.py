@@ -29,6 +29,7 @@ DEFAULT_TARGET = "residual"
 DEFAULT_REFIT_FFN = True
 DEFAULT_REFIT_FC1 = False
 DEFAULT_REFIT_QKV = False
+DEFAULT_RIDGE_TOWARD = "zero"
 
 
 def add_reconstruction_options(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +56,13 @@ def add_reconstruction_options(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_RIDGE,
         metavar="X",
         help=f"ridge, relative to the mean diagonal of each Gram matrix (default {DEFAULT_RIDGE:g})",
+    )
+    g.add_argument(
+        "--ridge-toward",
+        choices=("zero", "current"),
+        default=DEFAULT_RIDGE_TOWARD,
+        help="what the ridge shrinks each refit layer towards: zero (default) or the weights "
+        "the pruned model has (the unpruned model's, or what a gate run trained)",
     )
     g.add_argument(
         "--reconstruct-target",
@@ -119,6 +127,7 @@ def run_reconstruction(args, pruned_state: dict, base_state: dict, prog: str):
         refit_ffn=args.refit_ffn,
         refit_fc1=args.refit_fc1,
         refit_qkv=args.refit_qkv,
+        ridge_toward=args.ridge_toward,
         max_tokens=args.calibration_max_tokens,
         seed=args.calibration_seed,
         progress=None if getattr(args, "quiet", False) else say,

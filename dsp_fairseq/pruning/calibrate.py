@@ -29,6 +29,7 @@ DEFAULT_TARGET = "residual"
 DEFAULT_REFIT_FFN = True
 DEFAULT_REFIT_FC1 = False
 DEFAULT_REFIT_QKV = False
+DEFAULT_RIDGE_TOWARD = "zero"
 DEFAULT_MAX_TOKENS = 4096
 
 
@@ -70,6 +71,7 @@ def reconstruct_checkpoint(
     refit_ffn: bool = DEFAULT_REFIT_FFN,
     refit_fc1: bool = DEFAULT_REFIT_FC1,
     refit_qkv: bool = DEFAULT_REFIT_QKV,
+    ridge_toward: str = DEFAULT_RIDGE_TOWARD,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     seed: int = 1,
     progress: Optional[Callable[[str], None]] = None,
@@ -116,6 +118,7 @@ def reconstruct_checkpoint(
         refit_fc1=refit_fc1,
         refit_qkv=refit_qkv,
         kept=pruned_state.get("dsp_kept_heads") if refit_qkv else None,
+        ridge_toward=ridge_toward,
         progress=progress,
     )
     new_state = dict(pruned_state)

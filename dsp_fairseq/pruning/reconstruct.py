@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 TARGETS = ("residual", "output")
+RIDGE_TOWARDS = ("zero", "current")
 GRAM_DTYPE = torch.float64
 
 
@@ -69,19 +70,29 @@ class LinearRefit:
         self.target_sq += float((y * y).sum())
         self.rows += x.size(0)
 
-    def solve(self, ridge: float) -> Tuple[Tensor, Tensor]:
-        """``(weight (out, in), bias (out,))`` in float64."""
+    def solve(self, ridge: float, prior: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """``(weight (out, in), bias (out,))`` in float64.
+
+        ``prior`` (a weight (out, in)) shrinks the weight towards it instead of towards
+        zero: ``min |XW^T + b - Y|^2 + lambda |W - prior|^2`` (a MAP fit around weights
+        that are already good, e.g. those a gate run trained).
+        """
         if self.rows == 0:
             raise ValueError("no calibration rows were accumulated: nothing to refit from")
         n = self.in_features
         gram = self.gram.clone()
+        cross = self.cross
         if n and ridge > 0:
             diag = torch.diagonal(gram)[:n]
-            diag += ridge * float(diag.mean().clamp_min(1e-12))
+            lam = ridge * float(diag.mean().clamp_min(1e-12))
+            diag += lam
+            if prior is not None:
+                cross = cross.clone()
+                cross[:n] += lam * prior.to(GRAM_DTYPE).T
         try:
-            sol = torch.linalg.solve(gram, self.cross)
+            sol = torch.linalg.solve(gram, cross)
         except RuntimeError:  # singular (ridge 0 with dependent features)
-            sol = torch.linalg.pinv(gram) @ self.cross
+            sol = torch.linalg.pinv(gram) @ cross
         return sol[:n].T.contiguous(), sol[n].contiguous()
 
     def residual_error(self, weight: Tensor, bias: Tensor) -> float:
@@ -109,6 +120,7 @@ class ReconstructionReport:
     target: str
     ridge: float
     batches: int
+    ridge_toward: str = "zero"
     tokens: Dict[str, int] = field(default_factory=dict)  # encoder / decoder positions
     slots: List[SlotRecord] = field(default_factory=list)
 
@@ -116,6 +128,7 @@ class ReconstructionReport:
         return {
             "target": self.target,
             "ridge": self.ridge,
+            "ridge_toward": self.ridge_toward,
             "calibration_batches": self.batches,
             "calibration_tokens": dict(self.tokens),
             "layers": [vars(s) for s in self.slots],
@@ -128,7 +141,8 @@ class ReconstructionReport:
                 f"{s.prefix:<34} {s.heads:>5} {s.error_before:>13.4f} {s.error_after:>9.4f}"
             )
         rows.append(
-            f"reconstruction: target {self.target}, ridge {self.ridge:g}, {self.batches} "
+            f"reconstruction: target {self.target}, ridge {self.ridge:g} towards "
+            f"{self.ridge_toward}, {self.batches} "
             f"batches ({self.tokens.get('encoder', 0):,} source / "
             f"{self.tokens.get('decoder', 0):,} target tokens)"
         )
@@ -269,6 +283,7 @@ def reconstruct(
     refit_fc1: bool = False,
     refit_qkv: bool = False,
     kept: Optional[Dict[str, List[int]]] = None,
+    ridge_toward: str = "zero",
     progress: Optional[Callable[[str], None]] = None,
 ) -> ReconstructionReport:
     """Refit ``student``'s attention output projections in place to match ``teacher``.
@@ -282,12 +297,18 @@ def reconstruct(
     pre-activations on the pruned model's drifted input match the unpruned ones;
     ``refit_qkv`` first refits each attention's kept q/k/v projection rows to the
     unpruned model's rows of the same heads (``kept``: the unpruned head index of
-    every kept head, per attention, as dsp-strip records it).
+    every kept head, per attention, as dsp-strip records it). ``ridge_toward="current"``
+    shrinks each refit layer towards the weights it has instead of towards zero.
     """
     if target not in TARGETS:
         raise ValueError(f"reconstruction target {target!r}: choose one of {', '.join(TARGETS)}")
     if ridge < 0:
         raise ValueError(f"--ridge {ridge} must be >= 0")
+    if ridge_toward not in RIDGE_TOWARDS:
+        raise ValueError(
+            f"--ridge-toward {ridge_toward!r}: choose one of {', '.join(RIDGE_TOWARDS)}"
+        )
+    toward_current = ridge_toward == "current"
     if refit_fc1 and not refit_ffn:
         raise ValueError("refitting fc1 needs the FFN refit (fc2) too")
     if refit_qkv and kept is None:
@@ -300,7 +321,7 @@ def reconstruct(
     missing = [p for p in order if p not in teacher_prefixes]
     if missing:
         raise ValueError(f"the unpruned model has no attention {missing[0]}")
-    report = ReconstructionReport(target=target, ridge=ridge, batches=0)
+    report = ReconstructionReport(target=target, ridge=ridge, batches=0, ridge_toward=ridge_toward)
     jobs: List[Tuple[str, str]] = []  # (attention prefix, qkv | attn | fc1 | fc2)
     for i, prefix in enumerate(order):
         _check_supported(_parent(student, prefix), prefix)
@@ -314,7 +335,9 @@ def reconstruct(
             jobs.append((prefix, "fc2"))
     for i, (prefix, kind) in enumerate(jobs):
         if kind == "qkv":
-            for rec in _refit_projections(student, teacher, prefix, kept, batches, pad, ridge):
+            for rec in _refit_projections(
+                student, teacher, prefix, kept, batches, pad, ridge, toward_current
+            ):
                 report.slots.append(rec)
                 if progress is not None:
                     progress(
@@ -342,7 +365,7 @@ def reconstruct(
                     _positions(sample, "decoder", pad).sum()
                 )
         report.batches = n_batches
-        weight, bias = fit.solve(ridge)
+        weight, bias = fit.solve(ridge, lin.weight.detach() if toward_current else None)
         old_b = lin.bias if lin.bias is not None else torch.zeros(lin.out_features)
         before = fit.residual_error(lin.weight.detach().double(), old_b.detach().double())
         lin.weight.copy_(weight.to(lin.weight.dtype))
@@ -365,7 +388,9 @@ def _attention(model: nn.Module, prefix: str) -> nn.Module:
     return getattr(_parent(model, prefix), prefix.rsplit(".", 1)[1])
 
 
-def _refit_projections(student, teacher, prefix, kept, batches, pad, ridge) -> List[SlotRecord]:
+def _refit_projections(
+    student, teacher, prefix, kept, batches, pad, ridge, toward_current=False
+) -> List[SlotRecord]:
     """Refit one attention's q_proj and k_proj/v_proj (one solve each: k and v share
     their input) so that, on the pruned model's inputs, they give the unpruned model's
     rows of the kept heads on its own inputs."""
@@ -396,7 +421,7 @@ def _refit_projections(student, teacher, prefix, kept, batches, pad, ridge) -> L
         old_w = torch.cat([lin.weight.detach() for lin in layers]).double()
         old_b = torch.cat([lin.bias.detach() for lin in layers]).double()
         before = fit.residual_error(old_w, old_b)
-        weight, bias = fit.solve(ridge)
+        weight, bias = fit.solve(ridge, old_w if toward_current else None)
         for j, lin in enumerate(layers):
             part = slice(j * len(rows), (j + 1) * len(rows))
             lin.weight.copy_(weight[part].to(lin.weight.dtype))
