@@ -46,7 +46,10 @@ def load_model(path: str, task):
     return model.eval()
 
 
-def rows_of(table: str, label: str | None = None) -> list:
+def rows_of(table: str, label: str | None = None, selection: str | None = None) -> list:
+    """The rows of a results table whose checkpoint is on disk. ``label`` names every row
+    (fairseq_prune_quality.py's tables); ``selection`` renames the selection part of a sweep
+    row's method (``dsp+rec`` -> ``SELECTION+rec``), for sweeps of a variant."""
     with open(table, encoding="utf-8") as f:
         rows = json.load(f)
     out = []
@@ -58,6 +61,8 @@ def rows_of(table: str, label: str | None = None) -> list:
         if not os.path.isfile(ckpt) or r.get("sacrebleu") is None:
             continue
         method = label or r["method"]
+        if selection:
+            method = "+".join([selection, *method.split("+")[1:]])
         if label and r.get("layout"):  # fairseq_prune_quality.py: a uniform layout's row
             method += f" {r['layout']}"
         if label and r.get("reconstruct"):
@@ -71,6 +76,20 @@ def rows_of(table: str, label: str | None = None) -> list:
             }
         )
     return out
+
+
+def table_arg(text: str) -> tuple:
+    """``--table PATH`` or ``--table SELECTION=PATH``: (path, selection or None)."""
+    name, sep, path = text.partition("=")
+    return (path, name) if sep and not os.path.exists(text) else (text, None)
+
+
+def merge_kept(kept: list, new: list) -> list:
+    """Rows of an earlier frontier.json (their models timed then, against the unpruned model
+    of that process: speed-ups are ratios, so they compare) with the rows timed now; a row
+    timed now replaces a kept one of the same method and K."""
+    fresh = {(r["method"], r["k"]) for r in new}
+    return [r for r in kept if (r["method"], r["k"]) not in fresh] + new
 
 
 def time_models(models: dict, task, ds, fixed: int, args) -> dict:
@@ -90,14 +109,14 @@ TITLE = "Converged 72-head Transformer, Multi30k De-En: test sacreBLEU against d
 
 
 def line_style(method: str) -> str:
-    """Solid: the selection alone; dotted: + reconstruct; dashed: + fine-tune; dash-dot:
-    + distilled fine-tune."""
+    """Solid: the selection alone; dotted: + reconstruct (or the best of it and the gate
+    run's own weights); dashed: + fine-tune; dash-dot: + distilled fine-tune."""
     steps = method.split("+")[1:]
     if "kd" in steps:
         return "-."
     if "ft" in steps:
         return "--"
-    return ":" if "rec" in steps else "-"
+    return ":" if "rec" in steps or "best" in steps else "-"
 
 
 def plot(result: dict, output: str, title: str = TITLE) -> None:
@@ -169,7 +188,19 @@ def main() -> int:
     parser.add_argument("--base", help="the unpruned checkpoint")
     parser.add_argument("--base-score", help="its score.json (default: beside the table)")
     parser.add_argument(
-        "--table", action="append", default=[], help="sweep results.json (repeat for more)"
+        "--table",
+        action="append",
+        default=[],
+        type=table_arg,
+        metavar="[SELECTION=]PATH",
+        help="sweep results.json (repeat for more); SELECTION= renames its rows' selection "
+        "(e.g. dsp-default=sweep-impinit/results.json)",
+    )
+    parser.add_argument(
+        "--keep",
+        metavar="FRONTIER.json",
+        help="an earlier run's frontier.json: its rows stay in the table and the plot as they "
+        "were timed (their checkpoints may be gone); rows timed now replace theirs",
     )
     parser.add_argument("--fairseq-table", help="bench/fairseq_prune_quality.py results.json")
     parser.add_argument("--out", required=True)
@@ -193,16 +224,21 @@ def main() -> int:
     quiet_fairseq()
     sb._plugin()
     rows = []
-    for table in args.table:  # a row already listed (method, K) is not timed twice
+    for table, selection in args.table:  # a row already listed (method, K) is not timed twice
         seen = {(r["method"], r["k"]) for r in rows}
-        rows += [r for r in rows_of(table) if (r["method"], r["k"]) not in seen]
+        rows += [r for r in rows_of(table, None, selection) if (r["method"], r["k"]) not in seen]
     if args.fairseq_table:
         rows += rows_of(args.fairseq_table, "fairseq-removal")
     if not rows:
         sys.exit(
-            f"frontier_bench.py: error: {', '.join(args.table)}: no row with a checkpoint on disk"
+            f"frontier_bench.py: error: {', '.join(t for t, _ in args.table)}: no row with a "
+            "checkpoint on disk"
         )
-    score_path = args.base_score or os.path.join(os.path.dirname(args.table[0]), "baseline.json")
+    score_path = args.base_score or os.path.join(os.path.dirname(args.table[0][0]), "baseline.json")
+    kept = []
+    if args.keep:
+        with open(args.keep, encoding="utf-8") as f:
+            kept = json.load(f)["rows"]
     with open(score_path, encoding="utf-8") as f:
         base_bleu = float(json.load(f)["sacrebleu"])
     _, task, ds = sb.load_test_setup(args.base, args.data)
@@ -225,7 +261,7 @@ def main() -> int:
         "fixed_steps": args.fixed_steps,
         "reps": args.reps,
         "unpruned": {"sacrebleu": base_bleu, "median_s_fixed": fixed["unpruned"]},
-        "rows": sorted(rows, key=lambda r: (r["method"], r["k"])),
+        "rows": sorted(merge_kept(kept, rows), key=lambda r: (r["method"], r["k"])),
     }
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "frontier.json.tmp"), "w", encoding="utf-8") as f:

@@ -288,6 +288,8 @@ timed pick-k-impinit dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-
 # (the distilled rows of the side folders too; not the distillation-settings study's)
 tables=(--table "$WORK/sweep/results.json")
 for f in "$WORK"/sweep-kd*/results.json; do [[ $f == */sweep-kdw* ]] || tables+=(--table "$f"); done
+# the recipes' default gates (their first run at each K: a row already listed is not timed twice)
+for f in "$WORK"/sweep-impinit*/results.json; do [[ -f $f ]] && tables+=(--table "dsp-default=$f"); done
 timed frontier python "$ROOT/bench/frontier_bench.py" --data "$DATA/bin" --base "$BASE" \
   "${tables[@]}" --fairseq-table "$WORK/fairseq-prune/results.json" --out "$OUT/frontier" --reps 2
 

@@ -323,6 +323,28 @@ def test_frontier_rows_name_fairseq_layouts_and_refits(tmp_path):
     assert [frontier_bench.line_style(m) for m in ("dsp", "dsp+rec", "dsp+rec+kd", "dsp+ft")] == [
         "-", ":", "-.", "--"
     ]  # fmt: skip
+    assert frontier_bench.line_style("dsp+best") == ":"
+    assert frontier_bench.line_style("dsp+best+ft") == "--"
+    # a variant's sweep: its rows renamed, and merged with an earlier run's timed rows
+    sweep = [{"method": m, "heads_to_keep": 18, "sacrebleu": 33.0, "checkpoint": rows[0]["checkpoint"]}
+             for m in ("dsp", "dsp+best+ft")]  # fmt: skip
+    (tmp_path / "sweep.json").write_text(json.dumps(sweep))
+    path, name = frontier_bench.table_arg(f"dsp-default={tmp_path / 'sweep.json'}")
+    assert (path, name) == (str(tmp_path / "sweep.json"), "dsp-default")
+    assert frontier_bench.table_arg(str(tmp_path / "sweep.json")) == (
+        str(tmp_path / "sweep.json"),
+        None,
+    )
+    new = frontier_bench.rows_of(path, None, name)
+    assert [r["method"] for r in new] == ["dsp-default", "dsp-default+best+ft"]
+    kept = [
+        {"method": "dsp", "k": 18, "sacrebleu": 23.8},
+        {"method": "dsp-default", "k": 18, "sacrebleu": 1.0},
+    ]
+    merged = frontier_bench.merge_kept(kept, new)
+    assert [(r["method"], r["sacrebleu"]) for r in merged] == [
+        ("dsp", 23.8), ("dsp-default", 33.0), ("dsp-default+best+ft", 33.0)
+    ]  # fmt: skip
 
 
 def test_converged_report_gives_no_seed_spread_to_deterministic_selections(tmp_path):

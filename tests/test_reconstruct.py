@@ -206,14 +206,20 @@ def test_calibration_memory_does_not_grow_with_batches():
     assert large <= small * 1.02 + 4096
 
 
-@pytest.mark.parametrize("richer", [False, True])
-def test_refit_lowers_the_loss_of_a_pruned_model(richer):
+def _pruned_pair(heads_kept: int):
+    """(task, unpruned model, the same model with the first HEADS_KEPT heads of every
+    attention kept and stripped, the kept indices)."""
     torch.manual_seed(0)
     task = tiny_task()
     teacher, state = _model_and_state(task)
-    kept = {p: heads[:1] for p, heads in all_heads(state).items()}
+    kept = {p: heads[:heads_kept] for p, heads in all_heads(state).items()}
     pruned_state, _ = strip_checkpoint(state, kept=kept)
-    student = _model(task, pruned_state)
+    return task, teacher, _model(task, pruned_state), kept
+
+
+@pytest.mark.parametrize("richer", [False, True])
+def test_refit_lowers_the_loss_of_a_pruned_model(richer):
+    task, teacher, student, kept = _pruned_pair(1)
     calib = [batch(task, n=16, seed=s) for s in range(6)]
     held_out = [batch(task, n=16, seed=100 + s) for s in range(3)]
 
@@ -232,12 +238,7 @@ def test_refit_lowers_the_loss_of_a_pruned_model(richer):
 def test_a_huge_ridge_toward_the_current_weights_keeps_them():
     """--ridge-toward current reaches every refit layer (q/k/v, out_proj, fc1, fc2): with an
     overwhelming ridge each keeps its weights (only its unshrunk bias moves)."""
-    torch.manual_seed(0)
-    task = tiny_task()
-    teacher, state = _model_and_state(task)
-    kept = {p: heads[:2] for p, heads in all_heads(state).items()}
-    pruned_state, _ = strip_checkpoint(state, kept=kept)
-    student = _model(task, pruned_state)
+    task, teacher, student, kept = _pruned_pair(2)
     before = {k: v.clone() for k, v in student.state_dict().items()}
     options = {"refit_fc1": True, "refit_qkv": True, "kept": kept}
     reconstruct(student, teacher, lambda: [batch(task, n=8, seed=0)], ridge=1e9,
