@@ -274,6 +274,13 @@ def main() -> int:
         "| method | K | sacreBLEU | speed-up (fixed length) | speed-up (free) | parameters |",
         "|---|---:|---:|---:|---:|---:|",
     ]
+    n_kept = len(result["rows"]) - len(rows)
+    if n_kept:
+        lines[1:1] = [
+            "",
+            f"{n_kept} of the {len(result['rows'])} rows are kept from an earlier run "
+            f"({args.keep}), timed then against its own unpruned model; {len(rows)} were timed now.",
+        ]
     for r in result["rows"]:
         lines.append(
             f"| {r['method']} | {r['k']} | {r['sacrebleu']:.2f} | {r['speedup_fixed']:.2f}x | "

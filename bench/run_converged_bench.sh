@@ -283,6 +283,31 @@ timed impinit-k18-s3 recipe_gates impinit-k18-s3 18 3 dsp,dsp+rec,dsp+best,dsp+b
 timed impinit-k36-s3 recipe_gates impinit-k36-s3 36 3 dsp,dsp+rec,dsp+best
 timed pick-k-impinit dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-impinit" --tolerance 0.5
 
+# 6h. session 9: the refit shrunk towards the weights the pruned model has instead of zero
+# (dsp-reconstruct --ridge-toward current): the importance rows (the unpruned weights) and the
+# default gates' own output layers; one line per refit in ridge-toward.txt
+toward() {  # toward NAME PRUNED RIDGE
+  local out=$WORK/ridge-toward/$1-r$3 sub
+  mkdir -p "$WORK/ridge-toward"
+  [[ -f $out.pt ]] || dsp-reconstruct --pruned "$2" --base "$BASE" --data "$DATA" --output "$out.pt" \
+    --ridge-toward current --ridge "$3" --quiet
+  for sub in valid test; do
+    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$out.pt" --out "$out-$sub" --subset $sub
+  done
+  python - "$out" "$1" "$3" >> "$OUT/ridge-toward.txt" <<'PY'
+import json, sys
+out, name, ridge = sys.argv[1:]
+score = {s: json.load(open(f"{out}-{s}/score.json"))["sacrebleu"] for s in ("valid", "test")}
+print(f"{name} ridge {ridge} toward current: valid {score['valid']} test {score['test']}")
+PY
+}
+for r in 0.1 1; do
+  timed "toward-imp36-r$r" toward importance-k36 "$WORK/sweep/runs/importance-k36/pruned.pt" $r
+  timed "toward-imp18-r$r" toward importance-k18 "$WORK/sweep/runs/importance-k18/pruned.pt" $r
+  timed "toward-impinit36-r$r" toward impinit-k36-own "$WORK/sweep-impinit-k36/runs/dsp-k36/pruned.pt" $r
+done
+timed toward-impinit18s3-r1 toward impinit-k18-s3-own "$WORK/sweep-impinit-k18-s3/runs/dsp-k18/pruned.pt" 1
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)
