@@ -13,6 +13,10 @@ Models (all from --base, a trained stock transformer or unpruned transformer_dsp
   ``--heads-per-attention ENC,DEC`` (its checkpoint, gated or stripped);
 - padded: --dsp-padded, a DSP gate trained with a global K (uneven layout, exported with zero
   heads); without it, head importance at the same global K stands in (labelled so).
+With --reconstruct every pruned model that carries no recovery yet (importance's and fairseq's
+choices, a DSP gate stripped here) is refit by ``dsp-reconstruct`` before export; DSP models
+from the recipes come with the recovery they chose (SAVE_DIR/recovery.json) and keep it. The
+table names each model's recovery.
 
 Engines, timed in turns, one at a time (round 0 is a warm-up; median over --reps rounds):
 fairseq (``SequenceGenerator``, beam 5) on the unpruned and the stripped models in this
@@ -120,6 +124,15 @@ def prepare(args) -> list:
                "--heads-to-keep", k, log=pad + ".txt")  # fmt: skip
         models.append({"name": "importance-padded", "method": "importance (global K)",
                        "layout": "padded", "ckpt": pad})  # fmt: skip
+    for m in models[1:]:
+        m["recovery"] = recovery_of(m["ckpt"])
+        if args.reconstruct and m["recovery"] == "none":
+            rec = os.path.join(w, f"{m['name']}.rec.pt")
+            if not os.path.isfile(rec):
+                print(f"  reconstruct {m['name']}", flush=True)
+                sh("dsp-reconstruct", "--pruned", m["ckpt"], "--base", args.base, "--data",
+                   os.path.join(args.data, "bin"), "--output", rec, "--quiet", log=rec + ".txt")  # fmt: skip
+            m["ckpt"], m["recovery"] = rec, "reconstruct"
     for m in models:
         for q in ("float32", "int8"):
             out = os.path.join(w, f"ct2-{m['name']}-{q}")
@@ -131,6 +144,23 @@ def prepare(args) -> list:
         with open(m["ct2_float32"] + ".txt") as f:
             m["export_log"] = [ln for ln in f.read().splitlines() if not ln.startswith("INFO")]
     return models
+
+
+def recovery_of(ckpt: str) -> str:
+    """What recovered a stripped checkpoint: "reconstruct" (its ``dsp_reconstruction`` entry),
+    the recipe's choice beside it (SAVE_DIR/recovery.json of prune-pipelined.sh's best: the
+    gate run's own weights), or "none"."""
+    from dsp_fairseq.checkpoint_io import load_checkpoint
+
+    if load_checkpoint(ckpt).get("dsp_reconstruction"):
+        return "reconstruct"
+    beside = os.path.join(os.path.dirname(os.path.abspath(ckpt)), "recovery.json")
+    if os.path.isfile(beside):
+        with open(beside, encoding="utf-8") as f:
+            chosen = json.load(f).get("chosen", "none")
+        # best kept the gate run's own output layers over the refit
+        return "own weights (best on valid)" if chosen == "none" else chosen
+    return "none"
 
 
 def stripped(ckpt: str, out: str) -> str:
@@ -335,6 +365,11 @@ def main() -> int:
         help="comma-separated DSP checkpoints of the same layout with other seeds: BLEU only",
     )
     p.add_argument("--dsp-padded", help="DSP checkpoint trained with a global --heads-to-keep")
+    p.add_argument(
+        "--reconstruct",
+        action="store_true",
+        help="refit every pruned model without a recovery (dsp-reconstruct) before export",
+    )
     p.add_argument("--out", default=os.path.join(HERE, "ct2"))
     p.add_argument("--work", default=os.path.join(ROOT, "work", "ct2bench"))
     p.add_argument("--sentences", type=int, default=64, help="test sentences timed")
@@ -481,6 +516,12 @@ LABEL = {
 }
 
 
+def label(result, name: str) -> str:
+    """A model's label, with the recovery it got when it got one."""
+    rec = next((m.get("recovery", "none") for m in result["models"] if m["name"] == name), "none")
+    return LABEL.get(name, name) + ("" if rec == "none" else f" + {rec}")
+
+
 def render(result) -> str:
     models = {m["name"]: m for m in result["models"]}
     rows = result["rows"]
@@ -495,7 +536,7 @@ def render(result) -> str:
     lines.append("")
     for name, m in models.items():
         log = [ln for ln in m.get("export_log", []) if ln.startswith(("enc-self", "dec-self", "cross", "uniform", "padded", "cost"))]  # fmt: skip
-        lines.append(f"- {LABEL.get(name, name)} ({m['layout']}): " + "; ".join(log))
+        lines.append(f"- {label(result, name)} ({m['layout']}): " + "; ".join(log))
     lines.append("")
     keys = []
     for r in rows:
@@ -508,7 +549,7 @@ def render(result) -> str:
     )
     lines += [head + " |", "|" + "---|" * (6 + 2 * len(settings))]
     for k in keys:
-        cells = [k[0] if k[0] == "fairseq" else "CTranslate2", LABEL.get(k[1], k[1]),
+        cells = [k[0] if k[0] == "fairseq" else "CTranslate2", label(result, k[1]),
                  models[k[1]]["layout"], k[2], f"{result['quality']['/'.join(k)]['bleu']:.2f}",
                  f"{result['peak_rss_mb']['/'.join(k)]:.0f}"]  # fmt: skip
         for s in settings:
@@ -520,7 +561,7 @@ def render(result) -> str:
     lines.append("")
     for name, a in result["agreement"].items():
         lines.append(
-            f"- CTranslate2 float32 vs fairseq, {LABEL.get(name, name)}: {a['identical']}/{a['of']} "
+            f"- CTranslate2 float32 vs fairseq, {label(result, name)}: {a['identical']}/{a['of']} "
             f"identical translations ({a['differ_at_length_limit']} of the differences at the "
             f"{MAX_LEN}-token limit); int8 vs float32: {a['int8_identical_to_float32']}/{a['of']}"
         )

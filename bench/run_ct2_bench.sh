@@ -7,17 +7,26 @@
 #      zero-padded heads, timed in turns in one process; BLEU of every seed.
 #
 #   bash bench/run_ct2_bench.sh [--layout 4,4] [--seeds 1,2,3] [--work DIR] [--out DIR]
-#                               [--converged DIR] [--stage train|all] [-- CT2_BENCH_ARGS...]
+#                               [--converged DIR] [--baseline CKPT --data DIR]
+#                               [--recovery default|none] [--stage train|all] [-- CT2_BENCH_ARGS...]
 #
 # --converged DIR  the converged benchmark's work folder (default work/converged)
-# Needs the converged baseline and data of bench/run_converged_bench.sh (--stage baseline is
-# enough); the padded row reuses that benchmark's global-K DSP run if it exists, else trains one.
+# --baseline CKPT --data DIR  the baseline and its prepared corpus (default: the shared
+#                  ../shared/data/multi30k-base72/{checkpoint.pt,data} when present, else the
+#                  converged benchmark's baseline/checkpoint_best.pt and data/)
+# --recovery       default (default): every pruned model with the recipes' default recovery
+#                  (DSP: prune-pipelined.sh's best of its own weights and the refit on valid;
+#                  importance's and fairseq's choices: refit by dsp-reconstruct); none: the
+#                  stripped models as they are (the table before issue 17)
+# The padded row reuses the converged benchmark's global-K DSP run if it exists, else trains
+# one.
 # Resumable: every finished training run and export is skipped. Run the timing stage on an
 # otherwise idle machine (it times engines against each other in turns).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONVERGED=$ROOT/work/converged
 WORK=$ROOT/work/ct2-converged OUT=$ROOT/bench/ct2 LAYOUT=4,4 SEEDS=1,2,3 STAGE=all EXTRA=()
+SHARED=$ROOT/../shared/data/multi30k-base72 BASE="" DATA="" RECOVERY=default
 while [[ $# -gt 0 ]]; do
   case $1 in
     --layout) LAYOUT=$2; shift 2 ;;
@@ -26,17 +35,28 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --stage) STAGE=$2; shift 2 ;;
     --converged) CONVERGED=$2; shift 2 ;;
+    --baseline) BASE=$2; shift 2 ;;
+    --data) DATA=$2; shift 2 ;;
+    --recovery) RECOVERY=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_ct2_bench.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
 done
+case $RECOVERY in
+  default) PIPE_RECOVERY=() CT2_RECOVERY=(--reconstruct) ;;
+  none) PIPE_RECOVERY=(--recovery none) CT2_RECOVERY=() ;;
+  *) echo "run_ct2_bench.sh: --recovery takes default or none" >&2; exit 1 ;;
+esac
 RECIPES=$ROOT/examples/translation
 CONVERGED=$(cd "$CONVERGED" 2>/dev/null && pwd || echo "$CONVERGED")
-DATA=$CONVERGED/data BASE=$CONVERGED/baseline/checkpoint_best.pt
+if [[ -z $BASE && -z $DATA && -f $SHARED/checkpoint.pt && -d $SHARED/data/bin ]]; then
+  BASE=$SHARED/checkpoint.pt DATA=$SHARED/data
+fi
+DATA=${DATA:-$CONVERGED/data} BASE=${BASE:-$CONVERGED/baseline/checkpoint_best.pt}
 for f in "$DATA/bin/dict.en.txt" "$BASE"; do
-  [[ -f $f ]] || { echo "run_ct2_bench.sh: $f is missing; train the converged baseline first:" \
-    "bash bench/run_converged_bench.sh --stage baseline" >&2; exit 1; }
+  [[ -f $f ]] || { echo "run_ct2_bench.sh: $f is missing; pass --baseline CKPT --data DIR or" \
+    "train the converged baseline first: bash bench/run_converged_bench.sh --stage baseline" >&2; exit 1; }
 done
 [[ $LAYOUT =~ ^[0-9]+,[0-9]+$ ]] || { echo "run_ct2_bench.sh: --layout takes ENC,DEC" >&2; exit 1; }
 enc=${LAYOUT%,*} dec=${LAYOUT#*,}
@@ -49,29 +69,33 @@ timed() {  # timed LABEL CMD...: run and append the wall time
   echo "$label: $((SECONDS - start)) s ($(date -u +%FT%TZ))" >> "$WORK/wall_time.txt"
 }
 
+# one head-importance estimate serves the DSP gates' start and the importance rows
+importance=$CONVERGED/sweep/importance.json
+[[ -f $importance ]] || importance=$WORK/importance.json
+IMP=(--importance-scores "$importance" --importance-args "--max-batches 20")
 uniform=()
 IFS=, read -ra seeds <<< "$SEEDS"
 for seed in "${seeds[@]}"; do
   run=$WORK/dsp-uniform-${enc}x${dec}-seed$seed
   timed "dsp-uniform seed $seed" bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" \
-    --heads-to-keep "$K" --save-dir "$run" --preset cpu-small --seed "$seed" \
+    --heads-to-keep "$K" --save-dir "$run" --preset cpu-small --seed "$seed" "${PIPE_RECOVERY[@]}" "${IMP[@]}" \
     --train-args "--heads-per-attention $LAYOUT"
   uniform+=("$run/pruned.pt")
 done
 padded=$CONVERGED/sweep/runs/dsp-k$K/pruned.pt
 if [[ ! -f $padded ]]; then
   timed "dsp global K=$K" bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" \
-    --heads-to-keep "$K" --save-dir "$WORK/dsp-k$K" --preset cpu-small
+    --heads-to-keep "$K" --save-dir "$WORK/dsp-k$K" --preset cpu-small "${PIPE_RECOVERY[@]}" "${IMP[@]}"
   padded=$WORK/dsp-k$K/pruned.pt
 fi
 [[ $STAGE == train ]] && exit 0
 
 others=$(IFS=,; echo "${uniform[*]:1}")
-importance=$CONVERGED/sweep/importance.json
 imp_args=()
 [[ -f $importance ]] && imp_args=(--importance "$importance")
 timed ct2-bench python "$ROOT/bench/ct2_bench.py" --data "$DATA" --base "$BASE" --layout "$LAYOUT" \
   "${imp_args[@]}" --importance-args "--max-batches 20" --dsp-uniform "${uniform[0]}" \
   ${others:+--dsp-uniform-seeds "$others"} --dsp-padded "$padded" --work "$WORK/ct2" --out "$OUT" \
+  "${CT2_RECOVERY[@]}" \
   "${EXTRA[@]}"
 cp "$WORK/wall_time.txt" "$OUT/"

@@ -144,13 +144,18 @@ def test_peak_rss_of_a_worker_is_its_own_not_its_parents():
 
 
 def test_ct2_bench_script_refuses_a_missing_baseline_and_writes_nothing(tmp_path):
-    proc = subprocess.run(
-        ["bash", ROOT / "bench/run_ct2_bench.sh", "--converged", tmp_path / "none",
-         "--work", tmp_path / "work", "--out", tmp_path / "out"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    def run(*extra):
+        return subprocess.run(
+            ["bash", ROOT / "bench/run_ct2_bench.sh", "--converged", tmp_path / "none",
+             "--work", tmp_path / "work", "--out", tmp_path / "out", *extra],
+            capture_output=True, text=True,
+        )  # fmt: skip
+
+    proc = run("--baseline", tmp_path / "none/checkpoint.pt", "--data", tmp_path / "none/data")
     assert proc.returncode == 1
-    assert "dict.en.txt is missing; train the converged baseline first" in proc.stderr
+    assert "dict.en.txt is missing; pass --baseline CKPT --data DIR" in proc.stderr
+    proc = run("--recovery", "sometimes")  # checked before anything is trained or written
+    assert proc.returncode == 1 and "--recovery takes default or none" in proc.stderr
     assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
 
 
