@@ -595,11 +595,13 @@ def choice_lines(result) -> list:
     lines = [f"Head choice at the uniform layout {uni[0]['layout']} (sacreBLEU on the whole test "
              "split, CTranslate2):", "", "| choice | float32 | int8 |", "|---|---|---|"]  # fmt: skip
     if dsp_seed_bleus(result, "float32"):
-        lines.append(f"| DSP | {spread(dsp_seed_bleus(result, 'float32'))} | "
+        recs = sorted({m.get("recovery", "none") for m in uni if m["name"].startswith("dsp-")})
+        dsp = "DSP" + ("" if recs == ["none"] else " + " + " or ".join(recs))
+        lines.append(f"| {dsp} | {spread(dsp_seed_bleus(result, 'float32'))} | "
                      f"{spread(dsp_seed_bleus(result, 'int8'))} |")  # fmt: skip
     for name in ("importance-uniform", "fairseq-uniform"):
         if f"ct2/{name}/float32" in q:
-            lines.append(f"| {LABEL[name]} | {q[f'ct2/{name}/float32']['bleu']:.2f} | "
+            lines.append(f"| {label(result, name)} | {q[f'ct2/{name}/float32']['bleu']:.2f} | "
                          f"{q[f'ct2/{name}/int8']['bleu']:.2f} |")  # fmt: skip
     return lines
 
@@ -623,14 +625,14 @@ def goal_lines(result) -> list:
             continue
         d = abs(q[f"ct2/{name}/float32"]["bleu"] - q[f"fairseq/{name}/float32"]["bleu"])
         share = a["identical"] / a["of"]
-        out.append(f"- CTranslate2 float32 = fairseq stripped ({LABEL.get(name, name)}): "
+        out.append(f"- CTranslate2 float32 = fairseq stripped ({label(result, name)}): "
                    f"{100 * share:.1f}% identical, BLEU differs by {d:.2f}: "
                    f"{verdict(share >= 0.99 and d <= 0.1)} (>= 99%, <= 0.1)")  # fmt: skip
         base = sps("fairseq", "unpruned", "float32")
         fast = sps("ct2", name, "int8")
         if base and fast:
             drop = q[f"fairseq/{name}/float32"]["bleu"] - q[f"ct2/{name}/int8"]["bleu"]
-            out.append(f"- CTranslate2 int8 {LABEL.get(name, name)}: {fast / base:.2f}x the "
+            out.append(f"- CTranslate2 int8 {label(result, name)}: {fast / base:.2f}x the "
                        f"sentences/s of unpruned fairseq (batch 64, 2 threads), {drop:.2f} BLEU "
                        f"below the fairseq stripped model: {verdict(fast / base >= 3 and drop <= 0.5)}"
                        " (>= 3x, <= 0.5)")  # fmt: skip
@@ -654,7 +656,7 @@ def goal_lines(result) -> list:
         else:  # one seed has no spread to beat: no claim
             spread, ok = "one seed (no spread: pass --dsp-uniform-seeds)", False
         out.append(f"- DSP's head choice vs the best other choice at the same layout "
-                   f"({LABEL[best_name]}, {best:.2f}): DSP {gap:+.2f} BLEU on {spread}: "
+                   f"({label(result, best_name)}, {best:.2f}): DSP {gap:+.2f} BLEU on {spread}: "
                    f"{verdict(ok)} (a gap larger than the sd)")  # fmt: skip
     return out
 
@@ -694,7 +696,7 @@ def plot(result, path) -> None:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("sacreBLEU (test_2016)")
     model_handles = [
-        plt.Line2D([], [], color=colour[n], marker="o", linestyle="none", label=LABEL.get(n, n))
+        plt.Line2D([], [], color=colour[n], marker="o", linestyle="none", label=label(result, n))
         for n in models
     ]
     used = {(r["engine"], r["precision"]) for r in shown}

@@ -130,6 +130,34 @@ def test_ct2_report_goals_and_seed_spread():
     assert "| importance, uniform | 34.00 | 34.00 |" in table
 
 
+def test_ct2_report_names_each_models_recovery(tmp_path):
+    """--reconstruct: a refit checkpoint (its dsp_reconstruction entry) and a recipe's choice
+    beside it (recovery.json) are named in the table; a bare stripped model gets no suffix."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import ct2_bench
+
+    refit, own, bare = tmp_path / "refit.pt", tmp_path / "run/pruned.pt", tmp_path / "bare.pt"
+    own.parent.mkdir()
+    torch.save({"model": {}, "dsp_reconstruction": {"target": "residual"}}, refit)
+    torch.save({"model": {}}, own)
+    (own.parent / "recovery.json").write_text(json.dumps({"recovery": "best", "chosen": "none"}))
+    torch.save({"model": {}}, bare)
+    assert ct2_bench.recovery_of(str(refit)) == "reconstruct"
+    assert ct2_bench.recovery_of(str(own)) == "own weights (best on valid)"
+    assert ct2_bench.recovery_of(str(bare)) == "none"
+    result = _ct2_result([36.0, 35.8], 34.0, 30.0, 35.0)
+    for m in result["models"]:
+        m["recovery"] = {"importance-uniform": "reconstruct", "dsp-uniform": "reconstruct",
+                         "dsp-uniform-seed2": "own weights (best on valid)"}.get(m["name"], "none")  # fmt: skip
+    table = "\n".join(ct2_bench.choice_lines(result))
+    assert "| DSP + own weights (best on valid) or reconstruct | 35.90 ± 0.14" in table
+    assert "| importance, uniform + reconstruct | 34.00 |" in table
+    assert "| fairseq's choice, uniform | 30.00 |" in table  # no recovery: no suffix
+    assert ct2_bench.label(result, "unpruned") == "unpruned"
+
+
 def test_peak_rss_of_a_worker_is_its_own_not_its_parents():
     # the parent holds ~1.5 GB; a fresh worker that only imports the helper must not report it
     ballast = bytearray(1536 * 1024 * 1024)
