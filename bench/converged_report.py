@@ -352,6 +352,8 @@ REC_BASELINES = tuple(f"{b}+rec" for b in BASELINES)
 # the variant prune-pipelined.sh trains DSP gates with by default (--gate-objective distill,
 # --gate-init importance)
 DEFAULT_GATES = "results-sweep-impinit"
+# the same gates from their own start (--gate-init none): the README's path to a fine-tune
+PLAIN_START_GATES = "results-sweep-gatekdopffn"
 KD_BASELINES = ("importance+rec+kd", "hard-concrete+rec+kd")
 
 
@@ -434,6 +436,10 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         "| 270-update fine-tune (the recipes' default: labels): DSP (default gates, default "
         "recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(default + "+best+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| 270-update fine-tune on the README's path for it: DSP (KL + out_proj,fc2 gates, own "
+        "start: `--gate-init none --recovery reconstruct`) + reconstruct + fine-tune within 0.3 "
+        "at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within(f"{PLAIN_START_GATES}:dsp+rec+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
         "| DSP (default gates, default recovery: best on valid) at least as good as every "
         "baseline + reconstruct | " + versus(default + "+best", REC_BASELINES),
         "| DSP (default gates) + reconstruct at least as good as every baseline + reconstruct | "

@@ -308,6 +308,11 @@ for r in 0.1 1; do
 done
 timed toward-impinit18s3-r1 toward impinit-k18-s3-own "$WORK/sweep-impinit-k18-s3/runs/dsp-k18/pruned.pt" 1
 
+# 6i. session 10: the fine-tune of the default gates at K = 36 again (seed 3's gates of 6g):
+# is the importance start worse to fine-tune from than the gate's own start (6e), as its
+# first run said?
+timed impinit-k36-s3-ft recipe_gates impinit-k36-s3 36 3 dsp,dsp+rec,dsp+best,dsp+best+ft
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)

@@ -234,6 +234,12 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         )
     )
     (tmp_path / "results-sweep-impinit-s2.json").write_text(json.dumps([row("dsp+rec", 18, 35.0)]))
+    (tmp_path / "results-sweep-gatekdopffn.json").write_text(
+        json.dumps([row("dsp+rec+ft", 36, 39.5), row("dsp+rec+ft", 18, 37.5)])
+    )
+    (tmp_path / "results-sweep-gatekdopffn-s2.json").write_text(
+        json.dumps([row("dsp+rec+ft", 36, 39.75)])
+    )
     (tmp_path / "pick-k-rec").mkdir()
     (tmp_path / "pick-k-rec/pick.json").write_text(
         json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "reconstruct"})
@@ -285,6 +291,11 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert goal.endswith("| not measured yet |")
     tuned = next(line for line in lines if line.startswith("| 270-update fine-tune"))
     assert "H/4: 38.00, 2.00 below (limit 1.0)" in tuned and tuned.endswith("| **not met** |")
+    # the README's fine-tune path: the own-start gates + reconstruct + fine-tune, over its runs
+    path = next(line for line in lines if line.startswith("| 270-update fine-tune on the README"))
+    assert "H/2: 39.62 (mean of 2), 0.38 below (limit 0.3)" in path
+    assert "H/4: 37.50, 2.50 below (limit 1.0)" in path and "H/8: not run" in path
+    assert path.endswith("| **not met** |")
     best = next(line for line in lines if line.startswith("| DSP (default gates, default recovery"))
     assert "H/4: +0.25 vs head importance, one-shot + reconstruct" in best
     assert best.endswith("| met |")  # one run each: no seed range to beat
