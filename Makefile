@@ -59,7 +59,8 @@ bench-converged: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash bench/run_converged_bench.sh
 
 # CTranslate2 deployment benchmark on the converged model (bench/run_ct2_bench.sh: DSP at a
-# uniform layout, 3 seeds, then bench/ct2_bench.py); needs `make bench-converged`'s baseline
+# uniform layout, 3 seeds, every model with the default recovery, then bench/ct2_bench.py);
+# the shared ../shared/data/multi30k-base72 baseline, else `make bench-converged`'s
 CT2_LAYOUT ?= 4,4
 bench-ct2: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH bash bench/run_ct2_bench.sh --layout $(CT2_LAYOUT) $(CT2_ARGS)
