@@ -118,7 +118,9 @@ def test_ct2_plot_from_the_committed_data(tmp_path):
     legends, axes = legend_boxes(fig)
     assert len(legends) == 2 and not any(lg.overlaps(a) for lg in legends for a in axes)
     labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
-    assert {"unpruned", "DSP, uniform", "CTranslate2, int8", "fairseq, float32"} <= set(labels)
+    assert {"unpruned", "CTranslate2, int8", "fairseq, float32"} <= set(labels)
+    # a model's label names its recovery (here: the recipe's choice, or the refit)
+    assert any(t.startswith("DSP, uniform + ") for t in labels), labels
     title = fig._suptitle.get_text()
     assert "72-head" in title and "Multi30k" in title and "sacreBLEU" in title
     for ax in fig.axes:
