@@ -312,6 +312,8 @@ timed toward-impinit18s3-r1 toward impinit-k18-s3-own "$WORK/sweep-impinit-k18-s
 # is the importance start worse to fine-tune from than the gate's own start (6e), as its
 # first run said?
 timed impinit-k36-s3-ft recipe_gates impinit-k36-s3 36 3 dsp,dsp+rec,dsp+best,dsp+best+ft
+# ... and at K = 18 on seed 1's gates (6e's impinit-k18; the rows it has are skipped)
+timed impinit-k18-s1-ft recipe_gates impinit-k18 18 1 dsp,dsp+rec,dsp+best,dsp+best+ft
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
