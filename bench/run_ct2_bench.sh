@@ -17,7 +17,8 @@
 # --recovery       default (default): every pruned model with the recipes' default recovery
 #                  (DSP: prune-pipelined.sh's best of its own weights and the refit on valid;
 #                  importance's and fairseq's choices: refit by dsp-reconstruct); none: the
-#                  stripped models as they are (the table before issue 17)
+#                  stripped models as they are (how issue 12's table was made, then with
+#                  the gate defaults of that time)
 # The padded row reuses the converged benchmark's global-K DSP run if it exists, else trains
 # one.
 # Resumable: every finished training run and export is skipped. Run the timing stage on an
