@@ -6,11 +6,13 @@ architectures, the ``translation_dsp`` task (which trains the gates), the
 ``dsp_label_smoothed_cross_entropy`` criterion and the head gates, and lets
 fairseq checkpoints load under torch's weights-only default.
 
-The one exception is the command-line tools (``dsp_fairseq.cli.*``): importing
-them must not pull torch and fairseq in before their arguments are parsed (a
-``--help`` or a mistyped option would otherwise wait ~3 s), so the package
-defers registration while one of them is being imported, and each tool calls
-:func:`register` once its arguments are valid.
+The exceptions are the command-line tools (``dsp_fairseq.cli.*``) and the recipes'
+helpers (``python -m dsp_fairseq.recipes.*``): importing a tool must not pull torch and
+fairseq in before its arguments are parsed (a ``--help`` or a mistyped option would
+otherwise wait ~3 s), and the helpers need at most torch (fairseq's import costs ~4 s
+per call here, and the recipes call them several times per row), so the package defers
+registration while one of them is being imported; each tool calls :func:`register`
+once its arguments are valid.
 """
 
 import sys
@@ -54,12 +56,17 @@ def register() -> None:
     from .tasks import translation_dsp  # noqa: F401
 
 
+_DEFERRING = tuple(f"{__name__}.{sub}" for sub in ("cli", "recipes"))
+
+
 def _importing_a_cli() -> bool:
-    """True when this package is being imported only as the parent of ``dsp_fairseq.cli``.
+    """True when this package is being imported only as the parent of ``dsp_fairseq.cli``
+    or ``dsp_fairseq.recipes``.
 
     CPython's import system runs this ``__init__`` from ``_find_and_load(name, ...)``
     for the submodule that was asked for, so its frames say whether the import is
-    ``dsp_fairseq.cli.<tool>`` (console scripts, ``python -m``). If the frames look
+    ``dsp_fairseq.cli.<tool>`` (console scripts, ``python -m``) or a recipe helper
+    (``python -m dsp_fairseq.recipes.<helper>``). If the frames look
     different (another interpreter), this answers False and the package registers
     eagerly: slower ``--help``, never a missing registration.
     """
@@ -67,8 +74,8 @@ def _importing_a_cli() -> bool:
     while frame is not None:
         if frame.f_code.co_name in ("_find_and_load", "_gcd_import"):
             name = frame.f_locals.get("name")
-            if isinstance(name, str) and (
-                name == __name__ + ".cli" or name.startswith(__name__ + ".cli.")
+            if isinstance(name, str) and any(
+                name == sub or name.startswith(sub + ".") for sub in _DEFERRING
             ):
                 return True
         frame = frame.f_back

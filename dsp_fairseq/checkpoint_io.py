@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
-from .safe_loading import allow_fairseq_checkpoint_types
+from .safe_loading import allow_stored_checkpoint_types
 
 
 class CheckpointError(ValueError):
@@ -46,7 +46,7 @@ def load_checkpoint(path: str) -> Dict[str, Any]:
         raise CheckpointError(f"{path}: no such checkpoint file")
     if os.path.getsize(path) == 0:
         raise CheckpointError(f"{path}: empty file, not a checkpoint")
-    allow_fairseq_checkpoint_types()
+    allow_stored_checkpoint_types()
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:

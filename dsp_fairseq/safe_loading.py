@@ -57,5 +57,13 @@ def broadcast_globals() -> List[object]:
     ]
 
 
+def allow_stored_checkpoint_types() -> None:
+    """The types a checkpoint file holds (fairseq 0.12 saves its config as plain
+    containers): enough to read one, without importing fairseq (~4 s here), which the
+    recipes' small helpers (``dsp_fairseq.recipes``) never need."""
+    torch.serialization.add_safe_globals(SAFE_CHECKPOINT_GLOBALS)
+
+
 def allow_fairseq_checkpoint_types() -> None:
+    """Every type above: what a file holds and what fairseq broadcasts between ranks."""
     torch.serialization.add_safe_globals(SAFE_CHECKPOINT_GLOBALS + broadcast_globals())

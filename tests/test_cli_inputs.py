@@ -72,6 +72,34 @@ def test_plain_import_still_registers_the_plugin():
     assert proc.stdout.split() == ["True", "True"]
 
 
+def test_recipe_helpers_run_without_importing_fairseq(pruned, tmp_path):
+    """The recipes call their helpers (``python -m dsp_fairseq.recipes.*``) several times per
+    row: choosing a recovery reads JSON only, reading a checkpoint's arguments needs torch,
+    and neither pays fairseq's import (the package defers registration for them, as for the
+    CLIs); the answers are the helpers' usual ones."""
+    score = tmp_path / "score.json"
+    score.write_text('{"sacrebleu": 12.5}')
+    helpers = {
+        "choose_recovery": (["--candidate", f"none={score}"], "[]"),
+        "pipelined_args": (["--base", str(pruned), "--stripped-ok"], "['torch']"),
+    }
+    for helper, (argv, heavy) in helpers.items():
+        code = f"""
+import runpy, sys
+sys.argv = [{helper!r}, *{argv!r}]
+try:
+    runpy.run_module("dsp_fairseq.recipes.{helper}", run_name="__main__")
+except SystemExit as e:
+    assert not e.code, e.code
+print([m for m in ("torch", "fairseq") if m in sys.modules])
+"""
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.strip().splitlines()
+        assert lines[-1] == heavy, f"{helper} imported {lines[-1]}"
+        assert lines[0] == "none" if helper == "choose_recovery" else "--arch" in lines[0]
+
+
 def test_dsp_user_dir_prints_the_plugin_folder_from_anywhere(tmp_path):
     proc = subprocess.run([str(BIN / "dsp-user-dir")], capture_output=True, text=True, cwd=tmp_path)
     folder = Path(proc.stdout.strip())

@@ -543,53 +543,6 @@ def test_labels_objective_trains_the_gates_alone(sweep, tmp_path):
     assert not (out / "recovery.json").exists()
 
 
-def test_pipelined_validates_at_interval_and_strips_the_best_gates(sweep, tmp_path):
-    from dsp_fairseq.checkpoint_io import load_checkpoint
-    from dsp_fairseq.pruning.strip import kept_from_gate
-
-    work, _ = sweep
-    out = tmp_path / "p"
-    proc = run(
-        "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data",
-        "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "5",
-        "--save-dir", out, "--preset", "cpu-small", "--validate-interval", "3",
-        "--train-args", f"{TRAIN} {GATE_ARGS} --gate-lr 1.0 --max-tokens 300",
-        "--gen-args", GEN,
-    )  # fmt: skip
-    log = (out / "train.log").read_text()
-    valid = [
-        json.loads(line.split("| valid | ")[1]) for line in log.splitlines() if "| valid | " in line
-    ]
-    assert [int(v["valid_num_updates"]) for v in valid][:2] == [3, 6] and len(valid) >= 3
-    assert "checkpoint_best.pt" in proc.stdout
-    # one interval checkpoint kept (--keep-interval-updates 1), besides best and last
-    assert len(list(out.glob("checkpoint_1_*.pt"))) == 1
-    best = load_checkpoint(str(out / "checkpoint_best.pt"))
-    assert round(best["extra_state"]["val_loss"], 3) == min(float(v["valid_loss"]) for v in valid)
-    kept = kept_from_gate(best)
-    report = (out / "strip.txt").read_text()
-    for line in report.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 3 and parts[0] in ("enc-self", "dec-self", "cross"):
-            heads = json.loads(line[line.index("[") :])
-            prefix = {
-                "enc-self": f"encoder.layers.{parts[1]}.self_attn",
-                "dec-self": f"decoder.layers.{parts[1]}.self_attn",
-                "cross": f"decoder.layers.{parts[1]}.encoder_attn",
-            }[parts[0]]
-            assert heads == kept[prefix], line
-    # --recovery best (the default): both candidates scored on valid, the better one kept
-    choice = json.loads((out / "recovery.json").read_text())
-    bleu = {c: json.loads((out / f"valid-{c}/score.json").read_text())["sacrebleu"]
-            for c in ("none", "reconstruct")}  # fmt: skip
-    assert choice["valid_sacrebleu"] == bleu
-    assert choice["chosen"] == ("none" if bleu["none"] > bleu["reconstruct"] else "reconstruct")
-    assert f"recovery: best of none and reconstruct on valid -> {choice['chosen']}" in report
-    pruned = load_checkpoint(str(out / "pruned.pt"))
-    assert ("dsp_reconstruction" in pruned) == (choice["chosen"] == "reconstruct")
-    assert not list(out.glob("pruned-*.pt"))  # the other candidate is not kept
-
-
 def test_sweep_plots_are_valid_png_and_svg(sweep):
     work, _ = sweep
     plots = work / "sweep/plots"

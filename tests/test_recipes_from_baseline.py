@@ -7,11 +7,11 @@ test_recipes.py), so that pytest-xdist runs them beside test_recipes.py's sweep.
 
 import copy
 import json
-import sys
+import re
 
 import pytest
 from conftest import write_multi30k_slice
-from inprocess import call_cli
+from inprocess import call_cli, cli_ok
 from test_recipes import GATE_ARGS, GEN, N_TEST, RECIPES, TINY_MODEL, TRAIN, is_png, is_svg, run
 
 
@@ -90,7 +90,9 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     # the fine-tuned model keeps dsp-strip's record of the original head indices, so the
     # sweep's head maps draw it (fairseq-train alone drops the record)
     assert after["dsp_kept_heads"] == before["dsp_kept_heads"]
-    run(sys.executable, "-m", "dsp_fairseq.plots.report", "--sweep", out)
+    from dsp_fairseq.plots import report
+
+    cli_ok(report.main, "--sweep", out)  # in-process (its console use: test_recipes.py)
     assert (out / "plots/heads-random+rec+ft-k12.png").is_file()
     assert not list((out / "plots").glob("gates-*"))  # random heads train no gates
     with pytest.raises(CheckpointError, match="no 'dsp_kept_heads' record"):
@@ -138,8 +140,12 @@ def test_smallest_passing_bisects_the_candidates():
 
 
 def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
+    """dsp-pick-k with every default, one probe (K = 6); the probe is prune-pipelined.sh's
+    default run, so its folder also shows that recipe's defaults: validation under the test
+    mask at the automatic interval, the best gates stripped, recovery best chosen on valid."""
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
     from dsp_fairseq.cli import pick_k
+    from dsp_fairseq.pruning.strip import kept_from_gate
 
     work = baseline
     base = work / "baseline/checkpoint_best.pt"
@@ -153,22 +159,58 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     assert result["total_heads"] == 36 and "probe 1 (at most 2): K = 6" in proc.stdout
     assert "| 6 |" in (tmp_path / "pk/pick.md").read_text()
     assert is_png(tmp_path / "pk/frontier.png") and is_svg(tmp_path / "pk/frontier.svg")
-    assert "heads kept: 6 of 36" in (tmp_path / "pk/runs/dsp-k6/strip.txt").read_text()
+    probe = tmp_path / "pk/runs/dsp-k6"
+    report = (probe / "strip.txt").read_text()
+    assert "heads kept: 6 of 36" in report
     # the defaults: distill gates, recovery best, the probe scored by the recipe's own choice
     assert result["recovery"] == "best" and result["gate_objective"] == "distill"
     assert result["gate_init"] == "importance" and (tmp_path / "pk/importance.json").is_file()
-    assert "distill_kl" in (tmp_path / "pk/runs/dsp-k6/train.log").read_text()
-    choice = json.loads((tmp_path / "pk/runs/dsp-k6/recovery.json").read_text())
+    log = (probe / "train.log").read_text()
+    assert "distill_kl" in log
+    # validated every N updates (--validate-interval auto: a tenth of the epoch, here 2),
+    # one interval checkpoint kept (--keep-interval-updates 1) besides best and last
+    interval = int(re.search(r"validation every (\d+) updates", proc.stdout)[1])
+    valid = [json.loads(line.split("| valid | ")[1]) for line in log.splitlines()
+             if "| valid | " in line]  # fmt: skip
+    updates = [int(v["valid_num_updates"]) for v in valid]
+    assert len(updates) >= 3 and updates == [interval * (i + 1) for i in range(len(updates))]
+    assert len(list(probe.glob("checkpoint_1_*.pt"))) == 1
+    # the best gates (lowest validation loss) are the ones stripped
+    best = load_checkpoint(str(probe / "checkpoint_best.pt"))
+    assert round(best["extra_state"]["val_loss"], 3) == min(float(v["valid_loss"]) for v in valid)
+    kept = kept_from_gate(best)
+    prefixes = {"enc-self": "encoder.layers.{}.self_attn", "dec-self": "decoder.layers.{}.self_attn",
+                "cross": "decoder.layers.{}.encoder_attn"}  # fmt: skip
+    listed = 0
+    for line in report.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] in prefixes:
+            heads = json.loads(line[line.index("[") :])
+            assert heads == kept[prefixes[parts[0]].format(parts[1])], line
+            listed += 1
+    assert listed == 9
+    # --recovery best: both candidates scored on valid, the better one kept, the other not
+    choice = json.loads((probe / "recovery.json").read_text())
+    bleu = {c: json.loads((probe / f"valid-{c}/score.json").read_text())["sacrebleu"]
+            for c in ("none", "reconstruct")}  # fmt: skip
+    assert choice["valid_sacrebleu"] == bleu
+    assert choice["chosen"] == ("none" if bleu["none"] > bleu["reconstruct"] else "reconstruct")
+    assert f"recovery: best of none and reconstruct on valid -> {choice['chosen']}" in report
+    assert ("dsp_reconstruction" in load_checkpoint(str(probe / "pruned.pt"))) == (
+        choice["chosen"] == "reconstruct"
+    )
+    assert not list(probe.glob("pruned-*.pt"))
     assert result["probes"][0]["valid_sacrebleu"] == choice["valid_sacrebleu_chosen"]
-    assert not (tmp_path / "pk/runs/dsp-k6/eval-valid").exists()  # not decoded twice
+    assert not (probe / "eval-valid").exists()  # not decoded twice
     chosen = model_args(load_checkpoint(str(tmp_path / "pk/pruned.pt")))
     assert chosen.stripped_heads
-    # rerun: every probe is reused (nothing retrained)
-    again = run(*common, "--ks", "6,12", "--tolerance", "100")
-    assert (
-        "pipelined pruning:" not in again.stdout
-        and json.loads((tmp_path / "pk/pick.json").read_text()) == result
-    )
+    # rerun (in-process: its recipes still run as subprocesses): every probe is reused,
+    # nothing retrained or decoded again
+    written = {p: p.stat().st_mtime_ns for p in probe.rglob("*") if p.is_file()}
+    code, _, err = call_cli(pick_k.main, *common[1:], "--ks", "6,12", "--tolerance", "100")
+    assert code == 0, err[-3000:]
+    assert json.loads((tmp_path / "pk/pick.json").read_text()) == result
+    assert {p: p.stat().st_mtime_ns for p in written} == written
     # (in-process: the refusal comes before any recipe runs, so nothing escapes the capture)
     code, _, err = call_cli(pick_k.main, *common[1:], "--ks", "6,99")
     assert code == 2 and "--ks must lie in [1, 36]" in err

@@ -16,7 +16,7 @@ matplotlib.use("Agg")  # no display needed; must precede pyplot's import
 import matplotlib.pyplot as plt  # noqa: E402
 
 from ..checkpoint_io import CheckpointError, load_checkpoint  # noqa: E402
-from ..safe_loading import allow_fairseq_checkpoint_types  # noqa: E402
+from ..safe_loading import allow_stored_checkpoint_types  # noqa: E402
 
 TYPE_COLORS = {"enc-self": "tab:blue", "dec-self": "tab:orange", "cross": "tab:green"}
 TYPE_TITLES = {
@@ -80,7 +80,7 @@ def load_state(path: str) -> dict:
 
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no such checkpoint file")
-    allow_fairseq_checkpoint_types()
+    allow_stored_checkpoint_types()
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # old (non-zip) format, or anything odd: the careful loader says why
