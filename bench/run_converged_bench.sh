@@ -315,6 +315,11 @@ timed impinit-k36-s3-ft recipe_gates impinit-k36-s3 36 3 dsp,dsp+rec,dsp+best,ds
 # ... and at K = 18 on seed 1's gates (6e's impinit-k18; the rows it has are skipped)
 timed impinit-k18-s1-ft recipe_gates impinit-k18 18 1 dsp,dsp+rec,dsp+best,dsp+best+ft
 
+# 6j. session 11: the README's fine-tune path (the gates' own start, --gate-init none, then
+# reconstruct and a 270-update fine-tune) at K = 9, on seed 2's gates of 6e (in a full run
+# only +rec+ft is new; session 11 redid the other rows, whose folder was gone, to the hundredth)
+timed gatekdopffn-k9-s2-ft default_gates gatekdopffn-k9-s2 9 2 dsp,dsp+rec,dsp+rec+ft,dsp+best
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)
