@@ -436,8 +436,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         "| 270-update fine-tune (the recipes' default: labels): DSP (default gates, default "
         "recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(default + "+best+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
-        "| 270-update fine-tune on the README's path for it: DSP (KL + out_proj,fc2 gates, own "
-        "start: `--gate-init none --recovery reconstruct`) + reconstruct + fine-tune within 0.3 "
+        "| 270-update fine-tune on the README's path for it (its command for K = 36): DSP "
+        "(KL + out_proj,fc2 gates, own start: `--gate-init none --recovery reconstruct`) + "
+        "reconstruct + fine-tune within 0.3 "
         "at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(f"{PLAIN_START_GATES}:dsp+rec+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
         "| DSP (default gates, default recovery: best on valid) at least as good as every "
