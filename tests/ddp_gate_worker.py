@@ -1,6 +1,6 @@
 """One rank of a 2-process pytorch_ddp run of the translation_dsp task (gloo, CPU).
 
-    python ddp_gate_worker.py OUT.json RANK PORT MODE
+    python ddp_gate_worker.py OUT_DIR RANK PORT MODE[,MODE...]
 
 fairseq's ``DistributedFairseqModel`` passes ``device_ids=[device_id]`` to torch's
 DistributedDataParallel, which torch refuses for a CPU module, so this builds what
@@ -12,7 +12,10 @@ around it, fairseq's optimizer, the task's train_step / optimizer_step in the
 trainer's order (``no_sync`` on all but the last micro-batch of --update-freq 2).
 MODE ``gates-only`` adds --train-gates-only. The record: per update, each
 rank's raw local gate gradient and sample size, the gradient the task handed to
-the gate's Adam, the logits before and after, and a checksum of the model.
+the gate's Adam, the logits before and after, and a checksum of the model, in
+OUT_DIR/r{RANK}-{MODE}.json.
+Several modes run one after another in the same process group (each with a fresh model,
+optimizer and seed), so that the test pays fairseq's start-up once per rank.
 """
 
 import json
@@ -26,23 +29,31 @@ from torch.distributed.algorithms.ddp_comm_hooks import DDPCommHookType, registe
 from torch.nn.parallel import DistributedDataParallel
 from train_helpers import batch, fairseq_cfg, tiny_task
 
-OUT, RANK, PORT, MODE = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+OUT, RANK, PORT, MODES = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
 UPDATES, UPDATE_FREQ, WORLD = 2, 2, 2
 
 
 def main():
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{PORT}", rank=RANK,
                             world_size=WORLD)  # fmt: skip
+    for mode in MODES:
+        record = run_mode(mode)
+        with open(f"{OUT}/r{RANK}-{mode}.json", "w") as f:
+            json.dump(record, f)
+    dist.destroy_process_group()
+
+
+def run_mode(mode: str) -> dict:
     torch.manual_seed(1)  # the same initial model on both ranks, as fairseq seeds it
     flags = ["--heads-to-keep", "5", "--clip-norm", "0.1"]
-    if MODE == "gates-only":
+    if mode == "gates-only":
         flags.append("--train-gates-only")
     cfg = fairseq_cfg(*flags)
     task = tiny_task()
     model = task.build_model(cfg.model)
     gate = model.head_gate
     ddp = DistributedDataParallel(model, broadcast_buffers=False, bucket_cap_mb=25)
-    if MODE == "fp16-hook":
+    if mode == "fp16-hook":
         register_ddp_comm_hook(DDPCommHookType.FP16_COMPRESS, ddp)
     wrapped = ModuleProxyWrapper(ddp)
     criterion = task.build_criterion(cfg.criterion)
@@ -74,9 +85,7 @@ def main():
         task.optimizer_step(optimizer, wrapped, update)
         record["after"].append(gate.logits.tolist())
     record["checksum"] = sum(float(p.detach().double().abs().sum()) for p in model.parameters())
-    with open(OUT, "w") as f:
-        json.dump(record, f)
-    dist.destroy_process_group()
+    return record
 
 
 main()

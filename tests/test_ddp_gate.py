@@ -21,12 +21,18 @@ from test_robustness_distributed import free_port
 WORKER = Path(__file__).with_name("ddp_gate_worker.py")
 
 
-def run_ranks(tmp_path: Path, mode: str):
+MODES = ["plain", "fp16-hook", "gates-only"]
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> dict:
+    """{mode: both ranks' records}: one 2-process run, the modes one after another."""
+    out = tmp_path_factory.mktemp("ddp-gate")
     port = free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1")
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(tmp_path / f"r{r}.json"), str(r), str(port), mode],
+            [sys.executable, str(WORKER), str(out), str(r), str(port), ",".join(MODES)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -35,14 +41,14 @@ def run_ranks(tmp_path: Path, mode: str):
         )  # fmt: skip
         for r in (0, 1)
     ]
-    outs = [p.communicate(timeout=150)[0] for p in procs]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
-    return [json.loads((tmp_path / f"r{r}.json").read_text()) for r in (0, 1)]
+    return {m: [json.loads((out / f"r{r}-{m}.json").read_text()) for r in (0, 1)] for m in MODES}
 
 
-@pytest.mark.parametrize("mode", ["plain", "fp16-hook", "gates-only"])
-def test_pytorch_ddp_reduces_the_gate_gradient_in_float32_and_steps_it(tmp_path, mode):
-    r0, r1 = run_ranks(tmp_path, mode)
+@pytest.mark.parametrize("mode", MODES)
+def test_pytorch_ddp_reduces_the_gate_gradient_in_float32_and_steps_it(records, mode):
+    r0, r1 = records[mode]
     assert r0["handed"] == r1["handed"] and r0["after"] == r1["after"]
     assert r0["checksum"] == r1["checksum"]  # the model, too, is the same on both ranks
     for u in range(2):
