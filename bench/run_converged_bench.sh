@@ -320,6 +320,10 @@ timed impinit-k18-s1-ft recipe_gates impinit-k18 18 1 dsp,dsp+rec,dsp+best,dsp+b
 # only +rec+ft is new; session 11 redid the other rows, whose folder was gone, to the hundredth)
 timed gatekdopffn-k9-s2-ft default_gates gatekdopffn-k9-s2 9 2 dsp,dsp+rec,dsp+rec+ft,dsp+best
 
+# 6k. session 11: seed 2 of the default gates at K = 9 again, with the fine-tune (the rerun
+# gave 30.15, not session 8's 31.37, and replaced it in results-sweep-impinit-k9-s2.json)
+timed impinit-k9-s2-ft recipe_gates impinit-k9-s2 9 2 dsp,dsp+rec,dsp+best,dsp+best+ft
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)
