@@ -95,8 +95,9 @@ def variant_of(name: str):
 
 def _is_seed_file(name: str, found) -> bool:
     """results-sweep-VARIANT-sN.json, or -kK-sN.json (runs of one K: the first fills the
-    variant's empty cells, the next add seeds)."""
-    return re.fullmatch(re.escape(found[0]) + r"(-k[0-9]+)?-s[0-9]+\.json", name) is not None
+    variant's empty cells, the next add seeds); -sNb.json is a later session's rerun of seed N
+    (the gate run is not bit-reproducible across sessions), counted as one more run."""
+    return re.fullmatch(re.escape(found[0]) + r"(-k[0-9]+)?-s[0-9]+[a-z]?\.json", name) is not None
 
 
 SUFFIXES = {
@@ -224,7 +225,7 @@ def main() -> int:
                 f"{statistics.mean(values):.2f} | {min(values):.2f}-{max(values):.2f} |"
             )
     if spread:
-        out += ["", "| method | K | seeds | mean | min-max |", "|---|---:|---:|---:|---|", *spread]
+        out += ["", "| method | K | runs | mean | min-max |", "|---|---:|---:|---:|---|", *spread]
     settings = kd_settings(args.dir, cells)
     if settings:
         out += ["", *settings]
@@ -400,7 +401,7 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
             if len(mine) > 1:  # a win counts only beyond the seeds' spread (both sides')
                 width = max(max(v) - min(v) for v in (mine, theirs))
                 beyond = abs(gap) > width
-                note = (f", means of {len(mine)} and {len(theirs)} seeds, largest seed range "
+                note = (f", means of {len(mine)} and {len(theirs)} runs, largest range "
                         f"{width:.2f}: {'beyond' if beyond else 'inside'} it")  # fmt: skip
             parts.append(f"{NAMES[k]}: {gap:+.2f} vs {LABELS.get(best[1], best[1])}{note}")
             ok = ok and gap >= 0

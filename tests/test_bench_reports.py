@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -59,7 +60,7 @@ def test_converged_report_table(tmp_path):
     best = goals["| no fine-tune: DSP at least as good as the best baseline at each K"]
     # K = 18: the mean of 3 seeds (24.09) vs importance, a gap far beyond the seeds' range 2.00
     assert (
-        "H/4: +12.11 vs head importance, one-shot, means of 3 and 1 seeds, largest seed range 2.00: beyond it"
+        "H/4: +12.11 vs head importance, one-shot, means of 3 and 1 runs, largest range 2.00: beyond it"
         in best
     )
     assert "H/2: +12.25 vs fairseq" in best and best.endswith("| met |")
@@ -234,6 +235,10 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         )
     )
     (tmp_path / "results-sweep-impinit-s2.json").write_text(json.dumps([row("dsp+rec", 18, 35.0)]))
+    # a later session's rerun of a seed (-s2b: the gate run is not bit-reproducible) adds a run
+    (tmp_path / "results-sweep-impinit-k18-s2b.json").write_text(
+        json.dumps([row("dsp+best+ft", 18, 39.0)])
+    )
     (tmp_path / "results-sweep-gatekdopffn.json").write_text(
         json.dumps([row("dsp+rec+ft", 36, 39.5), row("dsp+rec+ft", 18, 37.5)])
     )
@@ -290,7 +295,8 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert "H/4: 34.25, 5.75 below (limit 6.0)" in goal and "H/2: not run" in goal
     assert goal.endswith("| not measured yet |")
     tuned = next(line for line in lines if line.startswith("| 270-update fine-tune"))
-    assert "H/4: 38.00, 2.00 below (limit 1.0)" in tuned and tuned.endswith("| **not met** |")
+    assert "H/4: 38.50 (mean of 2), 1.50 below (limit 1.0)" in tuned
+    assert tuned.endswith("| **not met** |")
     # the README's fine-tune path: the own-start gates + reconstruct + fine-tune, over its runs
     path = next(line for line in lines if line.startswith("| 270-update fine-tune on the README"))
     assert "H/2: 39.62 (mean of 2), 0.38 below (limit 0.3)" in path
@@ -408,3 +414,21 @@ def test_converged_report_gives_no_seed_spread_to_deterministic_selections(tmp_p
     out = report_text(tmp_path)
     assert "| head importance, one-shot + reconstruct | 18 | 2 | 34.25 | 34.00-34.50 |" in out
     assert "| head importance, one-shot | 18 |" not in out
+
+
+def test_seqkd_corpus_reads_generate_output_in_dataset_order(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import seqkd_corpus
+
+    gen = tmp_path / "gen.txt"
+    # fairseq-generate prints sentences in batch order, with D/P lines between
+    gen.write_text(
+        "S-1\t▁Ein ▁Hund\nT-1\t▁A ▁dog\nH-1\t-0.3\t▁A ▁dog\nD-1\t-0.3\tA dog\n"
+        "S-0\t▁Zwei ▁Männer\nH-0\t-0.2\t▁Two ▁men\nP-0\t-0.1 -0.3\n"
+    )
+    sources, hypotheses = seqkd_corpus.read_generate(str(gen))
+    assert sources == ["▁Zwei ▁Männer", "▁Ein ▁Hund"]
+    assert hypotheses == ["▁Two ▁men", "▁A ▁dog"]
+    gen.write_text("S-0\t▁Zwei\nH-0\t-0.2\t▁Two\nS-2\t▁Drei\nH-2\t-0.1\t▁Three\n")  # no sentence 1
+    with pytest.raises(SystemExit, match="every sentence"):
+        seqkd_corpus.read_generate(str(gen))

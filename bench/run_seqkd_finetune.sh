@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Sequence-level distillation for the 270-update fine-tune (issue 17, session 12): is a pruned
+# model recovered better by fine-tuning on the unpruned model's own beam translations of the
+# training set (Kim & Rush 2016) than on the references? Three fine-tunes of each pruned model,
+# the recipe's own in every other respect (finetune-pruned.sh, 270 updates, best checkpoint by
+# validation loss):
+#   labels  the training split as it is (the recipe's default)
+#   pure    the teacher's beam-5 translations instead of the references
+#   mix     both, concatenated (twice the sentences per epoch)
+# and sacreBLEU (test_2016, valid) of the best and of the last checkpoint of each.
+#
+#   bash bench/run_seqkd_finetune.sh --pruned NAME=PRUNED.pt[,NAME=PRUNED.pt...]
+#                                    [--work DIR] [--baseline CKPT --data DIR] [--modes LIST]
+#
+# Default baseline and data: ../shared/data/multi30k-base72/{checkpoint.pt,data}. The teacher's
+# translation of the training split (29,000 sentences, 7.5 min at 1 thread here) is made once.
+# Resumable; WORK/summary.txt holds the scores.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SHARED=$ROOT/../shared/data/multi30k-base72
+BASE=$SHARED/checkpoint.pt DATA=$SHARED/data WORK=$ROOT/work/converged/seqkd PRUNED="" MODES=labels,pure,mix
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --pruned) PRUNED=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    --baseline) BASE=$2; shift 2 ;;
+    --data) DATA=$2; shift 2 ;;
+    --modes) MODES=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_seqkd_finetune.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
+  esac
+done
+[[ -n $PRUNED ]] || { echo "run_seqkd_finetune.sh: --pruned NAME=PRUNED.pt is required" >&2; exit 1; }
+[[ -f $BASE && -f $DATA/spm/spm.model ]] || { echo "run_seqkd_finetune.sh: no baseline $BASE or prepared corpus $DATA" >&2; exit 1; }
+R=$ROOT/examples/translation
+PLUGIN=$(dsp-user-dir)
+mkdir -p "$WORK"
+if [[ ! -f $WORK/gen-train.out ]]; then
+  fairseq-generate "$DATA/bin" --user-dir "$PLUGIN" --path "$BASE" --gen-subset train --beam 5 \
+    --batch-size 128 --required-batch-size-multiple 1 --cpu > "$WORK/gen-train.tmp" 2> "$WORK/gen-train.err"
+  mv "$WORK/gen-train.tmp" "$WORK/gen-train.out"
+fi
+[[ -d $WORK/pure-data/bin ]] || python "$ROOT/bench/seqkd_corpus.py" --generate "$WORK/gen-train.out" --data "$DATA" --out "$WORK/pure-data"
+[[ -d $WORK/mix-data/bin ]] || python "$ROOT/bench/seqkd_corpus.py" --generate "$WORK/gen-train.out" --data "$DATA" --out "$WORK/mix-data" --mix
+: > "$WORK/summary.txt"
+IFS=, read -ra MODEL_LIST <<< "$PRUNED"
+IFS=, read -ra MODE_LIST <<< "$MODES"
+for spec in "${MODEL_LIST[@]}"; do
+  name=${spec%%=*} pruned=${spec#*=}
+  for mode in "${MODE_LIST[@]}"; do
+    case $mode in
+      labels) data=$DATA args=() ;;
+      pure) data=$WORK/pure-data args=() ;;
+      mix) data=$WORK/mix-data args=(--train-args "--upsample-primary 1") ;;
+      *) echo "run_seqkd_finetune.sh: unknown mode $mode (labels, pure, mix)" >&2; exit 1 ;;
+    esac
+    save=$WORK/ft/$name-$mode
+    bash "$R/finetune-pruned.sh" --data "$data" --pruned "$pruned" --save-dir "$save" --preset cpu-small "${args[@]}"
+    for sub in valid test; do
+      bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/eval-$sub" --subset $sub
+      bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/checkpoint_last.pt" --out "$save/last-$sub" --subset $sub
+    done
+    python -c 'import json,sys; n,d=sys.argv[1:]; s=[json.load(open(d+"/"+k+"/score.json"))["sacrebleu"] for k in ("eval-test","eval-valid","last-test","last-valid")]; print("%s: best test %s valid %s; last test %s valid %s" % (n, *s))' \
+      "$name-$mode" "$save" | tee -a "$WORK/summary.txt"
+  done
+done
