@@ -325,17 +325,22 @@ timed gatekdopffn-k9-s2-ft default_gates gatekdopffn-k9-s2 9 2 dsp,dsp+rec,dsp+r
 timed impinit-k9-s2-ft recipe_gates impinit-k9-s2 9 2 dsp,dsp+rec,dsp+best,dsp+best+ft
 
 # 6l. session 12: the fine-tune of the default gates on the seeds that had none (K = 18 seed 2,
-# K = 36 seed 1), the whole rows again in folders of their own: the gate run is not
+# K = 36 seed 1, K = 9 seed 1), the whole rows again in folders of their own: the gate run is not
 # bit-reproducible across sessions (34.29 (34.92) at K = 18 seed 2 against session 8's 33.60
-# (33.91); 37.25 (37.36) at K = 36 seed 1 against 36.87 (37.16)), so each is a further run
+# (33.91); 37.25 (37.36) at K = 36 seed 1 against 36.87 (37.16); 30.30 (28.34) at K = 9 seed 1
+# against 30.98 (31.04)), so each is a further run
 timed impinit-k18-s2b-ft recipe_gates impinit-k18-s2b 18 2 dsp,dsp+rec,dsp+best,dsp+best+ft
 timed impinit-k36-s1b-ft recipe_gates impinit-k36-s1b 36 1 dsp,dsp+rec,dsp+best,dsp+best+ft
+timed impinit-k9-s1b-ft recipe_gates impinit-k9-s1b 9 1 dsp,dsp+rec,dsp+best,dsp+best+ft
 
 # 6m. session 12: sequence-level distillation for the fine-tune (the teacher's beam translations
 # of the training set instead of, or beside, the references) on head importance + reconstruct
-timed seqkd bash "$ROOT/bench/run_seqkd_finetune.sh" --work "$WORK/seqkd" --baseline "$BASE" \
-  --data "$DATA" --modes labels,pure,mix \
+# (both seeds 1; at K = 9 seed 2 too, for the spread), and on the default gates' K = 9 model
+seqkd() { bash "$ROOT/bench/run_seqkd_finetune.sh" --work "$WORK/seqkd" --baseline "$BASE" --data "$DATA" "$@"; }
+timed seqkd seqkd --modes labels,pure,mix \
   --pruned "imp18=$WORK/sweep/runs/importance+rec-k18/pruned.pt,imp9=$WORK/sweep/runs/importance+rec-k9/pruned.pt"
+timed seqkd-s2 seqkd --modes mix,labels --seeds 2 --pruned "imp9=$WORK/sweep/runs/importance+rec-k9/pruned.pt"
+timed seqkd-dsp9 seqkd --modes mix --pruned "dsp9=$WORK/sweep-impinit-k9-s1b/runs/dsp+best-k9/pruned.pt"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

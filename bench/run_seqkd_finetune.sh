@@ -11,14 +11,16 @@
 #
 #   bash bench/run_seqkd_finetune.sh --pruned NAME=PRUNED.pt[,NAME=PRUNED.pt...]
 #                                    [--work DIR] [--baseline CKPT --data DIR] [--modes LIST]
+#                                    [--seeds LIST]
 #
 # Default baseline and data: ../shared/data/multi30k-base72/{checkpoint.pt,data}. The teacher's
 # translation of the training split (29,000 sentences, 7.5 min at 1 thread here) is made once.
-# Resumable; WORK/summary.txt holds the scores.
+# --seeds  fine-tune seeds (default 1; folders NAME-MODE, and NAME-MODE-sS for S > 1).
+# Resumable; WORK/summary.txt holds the scores of every run in WORK (of this call and earlier ones).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SHARED=$ROOT/../shared/data/multi30k-base72
-BASE=$SHARED/checkpoint.pt DATA=$SHARED/data WORK=$ROOT/work/converged/seqkd PRUNED="" MODES=labels,pure,mix
+BASE=$SHARED/checkpoint.pt DATA=$SHARED/data WORK=$ROOT/work/converged/seqkd PRUNED="" MODES=labels,pure,mix SEEDS=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --pruned) PRUNED=$2; shift 2 ;;
@@ -26,6 +28,7 @@ while [[ $# -gt 0 ]]; do
     --baseline) BASE=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --modes) MODES=$2; shift 2 ;;
+    --seeds) SEEDS=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_seqkd_finetune.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
@@ -42,25 +45,31 @@ if [[ ! -f $WORK/gen-train.out ]]; then
 fi
 [[ -d $WORK/pure-data/bin ]] || python "$ROOT/bench/seqkd_corpus.py" --generate "$WORK/gen-train.out" --data "$DATA" --out "$WORK/pure-data"
 [[ -d $WORK/mix-data/bin ]] || python "$ROOT/bench/seqkd_corpus.py" --generate "$WORK/gen-train.out" --data "$DATA" --out "$WORK/mix-data" --mix
-: > "$WORK/summary.txt"
 IFS=, read -ra MODEL_LIST <<< "$PRUNED"
 IFS=, read -ra MODE_LIST <<< "$MODES"
+IFS=, read -ra SEED_LIST <<< "$SEEDS"
 for spec in "${MODEL_LIST[@]}"; do
   name=${spec%%=*} pruned=${spec#*=}
   for mode in "${MODE_LIST[@]}"; do
-    case $mode in
-      labels) data=$DATA args=() ;;
-      pure) data=$WORK/pure-data args=() ;;
-      mix) data=$WORK/mix-data args=(--train-args "--upsample-primary 1") ;;
-      *) echo "run_seqkd_finetune.sh: unknown mode $mode (labels, pure, mix)" >&2; exit 1 ;;
-    esac
-    save=$WORK/ft/$name-$mode
-    bash "$R/finetune-pruned.sh" --data "$data" --pruned "$pruned" --save-dir "$save" --preset cpu-small "${args[@]}"
-    for sub in valid test; do
-      bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/eval-$sub" --subset $sub
-      bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/checkpoint_last.pt" --out "$save/last-$sub" --subset $sub
+    for seed in "${SEED_LIST[@]}"; do
+      case $mode in
+        labels) data=$DATA args=() ;;
+        pure) data=$WORK/pure-data args=() ;;
+        mix) data=$WORK/mix-data args=(--train-args "--upsample-primary 1") ;;
+        *) echo "run_seqkd_finetune.sh: unknown mode $mode (labels, pure, mix)" >&2; exit 1 ;;
+      esac
+      run=$name-$mode
+      [[ $seed == 1 ]] || run=$run-s$seed
+      save=$WORK/ft/$run
+      bash "$R/finetune-pruned.sh" --data "$data" --pruned "$pruned" --save-dir "$save" --preset cpu-small \
+        --seed "$seed" "${args[@]}"
+      for sub in valid test; do
+        bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/eval-$sub" --subset $sub
+        bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/checkpoint_last.pt" --out "$save/last-$sub" --subset $sub
+      done
+      python -c 'import json,sys; n,d=sys.argv[1:]; s=[json.load(open(d+"/"+k+"/score.json"))["sacrebleu"] for k in ("eval-test","eval-valid","last-test","last-valid")]; print("%s: best test %s valid %s; last test %s valid %s" % (n, *s))' \
+        "$run" "$save" | tee "$save/summary.line"
     done
-    python -c 'import json,sys; n,d=sys.argv[1:]; s=[json.load(open(d+"/"+k+"/score.json"))["sacrebleu"] for k in ("eval-test","eval-valid","last-test","last-valid")]; print("%s: best test %s valid %s; last test %s valid %s" % (n, *s))' \
-      "$name-$mode" "$save" | tee -a "$WORK/summary.txt"
   done
 done
+cat "$WORK"/ft/*/summary.line > "$WORK/summary.txt"  # every run of every call so far
