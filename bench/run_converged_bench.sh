@@ -75,6 +75,7 @@ publish() {
   done
   [[ -f $WORK/fairseq-prune/results.json ]] && cp "$WORK/fairseq-prune/results.json" "$OUT/fairseq_prune.json"
   [[ -f $WORK/layout44/summary.txt ]] && cp "$WORK/layout44/summary.txt" "$OUT/layout44.txt"
+  [[ -f $WORK/seqkd/summary.txt ]] && cp "$WORK/seqkd/summary.txt" "$OUT/seqkd.txt"
   for f in "$WORK"/sweep-seed*/results.json "$WORK"/sweep-gate*/results.json "$WORK"/sweep-impinit*/results.json \
            "$WORK"/sweep-kd*/results.json "$WORK"/sweep-ft*/results.json "$WORK"/sweep-imp36ft/results.json; do
     [[ -f $f ]] && cp "$f" "$OUT/results-$(basename "$(dirname "$f")").json"
@@ -333,14 +334,18 @@ timed impinit-k18-s2b-ft recipe_gates impinit-k18-s2b 18 2 dsp,dsp+rec,dsp+best,
 timed impinit-k36-s1b-ft recipe_gates impinit-k36-s1b 36 1 dsp,dsp+rec,dsp+best,dsp+best+ft
 timed impinit-k9-s1b-ft recipe_gates impinit-k9-s1b 9 1 dsp,dsp+rec,dsp+best,dsp+best+ft
 
-# 6m. session 12: sequence-level distillation for the fine-tune (the teacher's beam translations
+# 6m. sessions 12-13: sequence-level distillation for the fine-tune (the teacher's beam translations
 # of the training set instead of, or beside, the references) on head importance + reconstruct
-# (both seeds 1; at K = 9 seed 2 too, for the spread), and on the default gates' K = 9 model
+# (seeds 1 and 2 of labels and mix, seed 1 of pure), and on the default gates' K = 9 and 18
+# models (mix, seeds 1 and 2 at K = 9, where seed 1 of labels is the sweep's dsp+best+ft row)
 seqkd() { bash "$ROOT/bench/run_seqkd_finetune.sh" --work "$WORK/seqkd" --baseline "$BASE" --data "$DATA" "$@"; }
 timed seqkd seqkd --modes labels,pure,mix \
   --pruned "imp18=$WORK/sweep/runs/importance+rec-k18/pruned.pt,imp9=$WORK/sweep/runs/importance+rec-k9/pruned.pt"
-timed seqkd-s2 seqkd --modes mix,labels --seeds 2 --pruned "imp9=$WORK/sweep/runs/importance+rec-k9/pruned.pt"
-timed seqkd-dsp9 seqkd --modes mix --pruned "dsp9=$WORK/sweep-impinit-k9-s1b/runs/dsp+best-k9/pruned.pt"
+timed seqkd-s2 seqkd --modes mix,labels --seeds 2 \
+  --pruned "imp9=$WORK/sweep/runs/importance+rec-k9/pruned.pt,imp18=$WORK/sweep/runs/importance+rec-k18/pruned.pt"
+timed seqkd-dsp9 seqkd --modes mix --seeds 1,2 --pruned "dsp9=$WORK/sweep-impinit-k9-s1b/runs/dsp+best-k9/pruned.pt"
+timed seqkd-dsp9-labels seqkd --modes labels --seeds 2 --pruned "dsp9=$WORK/sweep-impinit-k9-s1b/runs/dsp+best-k9/pruned.pt"
+timed seqkd-dsp18 seqkd --modes mix --pruned "dsp18=$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
