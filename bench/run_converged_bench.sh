@@ -347,6 +347,23 @@ timed seqkd-dsp9 seqkd --modes mix --seeds 1,2 --pruned "dsp9=$WORK/sweep-impini
 timed seqkd-dsp9-labels seqkd --modes labels --seeds 2 --pruned "dsp9=$WORK/sweep-impinit-k9-s1b/runs/dsp+best-k9/pruned.pt"
 timed seqkd-dsp18 seqkd --modes mix --pruned "dsp18=$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt"
 
+# 6n. session 13: how far a longer fine-tune goes (the goals fix 270 updates): the default
+# gates' models of stages 6l (K = 18 seed 2, K = 36 seed 1) fine-tuned 1080 updates, the recipe
+# otherwise unchanged (its constant learning rate: the first 270 updates are the 270-update run);
+# best (lowest validation loss) and last checkpoint, one line each in long-finetune.txt
+long_finetune() {  # long_finetune NAME PRUNED UPDATES
+  local out=$WORK/long-finetune/$1-u$3 sub
+  bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$2" --save-dir "$out" --preset cpu-small \
+    --max-update "$3"
+  for sub in valid test; do
+    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$out/pruned.pt" --out "$out/eval-$sub" --subset $sub
+    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$out/checkpoint_last.pt" --out "$out/last-$sub" --subset $sub
+  done
+  python "$ROOT/bench/score_line.py" "$1-u$3" "$out" >> "$OUT/long-finetune.txt"
+}
+timed long-finetune-k18 long_finetune dsp18 "$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt" 1080
+timed long-finetune-k36 long_finetune dsp36 "$WORK/sweep-impinit-k36-s1b/runs/dsp+best-k36/pruned.pt" 1080
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)

@@ -67,8 +67,7 @@ for spec in "${MODEL_LIST[@]}"; do
         bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/eval-$sub" --subset $sub
         bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/checkpoint_last.pt" --out "$save/last-$sub" --subset $sub
       done
-      python -c 'import json,sys; n,d=sys.argv[1:]; s=[json.load(open(d+"/"+k+"/score.json"))["sacrebleu"] for k in ("eval-test","eval-valid","last-test","last-valid")]; print("%s: best test %s valid %s; last test %s valid %s" % (n, *s))' \
-        "$run" "$save" | tee "$save/summary.line"
+      python "$ROOT/bench/score_line.py" "$run" "$save" | tee "$save/summary.line"
     done
   done
 done

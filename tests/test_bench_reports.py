@@ -432,3 +432,19 @@ def test_seqkd_corpus_reads_generate_output_in_dataset_order(tmp_path):
     gen.write_text("S-0\t▁Zwei\nH-0\t-0.2\t▁Two\nS-2\t▁Drei\nH-2\t-0.1\t▁Three\n")  # no sentence 1
     with pytest.raises(SystemExit, match="every sentence"):
         seqkd_corpus.read_generate(str(gen))
+
+
+def test_score_line_reads_best_and_last_scores(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import score_line
+
+    for sub, bleu in (("eval-test", 30.1), ("eval-valid", 31.2), ("last-test", 29.3)):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "score.json").write_text(json.dumps({"sacrebleu": bleu}))
+    with pytest.raises(FileNotFoundError):  # a missing decode is an error, not a blank
+        score_line.score_line("m", str(tmp_path))
+    (tmp_path / "last-valid").mkdir()
+    (tmp_path / "last-valid" / "score.json").write_text(json.dumps({"sacrebleu": 32.4}))
+    assert score_line.score_line("m", str(tmp_path)) == (
+        "m: best test 30.1 valid 31.2; last test 29.3 valid 32.4"
+    )
