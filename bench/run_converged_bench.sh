@@ -349,17 +349,12 @@ timed seqkd-dsp18 seqkd --modes mix --pruned "dsp18=$WORK/sweep-impinit-k18-s2b/
 
 # 6n. session 13: how far a longer fine-tune goes (the goals fix 270 updates): the default
 # gates' models of stages 6l (K = 18 seed 2, K = 36 seed 1) fine-tuned 1080 updates, the recipe
-# otherwise unchanged (its constant learning rate: the first 270 updates are the 270-update run);
+# otherwise unchanged (fine-tune seed 1, the recipe's default);
 # best (lowest validation loss) and last checkpoint, one line each in long-finetune.txt
 long_finetune() {  # long_finetune NAME PRUNED UPDATES
-  local out=$WORK/long-finetune/$1-u$3 sub
-  bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$2" --save-dir "$out" --preset cpu-small \
-    --max-update "$3"
-  for sub in valid test; do
-    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$out/pruned.pt" --out "$out/eval-$sub" --subset $sub
-    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$out/checkpoint_last.pt" --out "$out/last-$sub" --subset $sub
-  done
-  python "$ROOT/bench/score_line.py" "$1-u$3" "$out" >> "$OUT/long-finetune.txt"
+  local save=$WORK/long-finetune/$1-u$3
+  bash "$ROOT/bench/finetune_and_score.sh" "$1-u$3" "$save" "$DATA" --data "$DATA" --pruned "$2" --max-update "$3"
+  cat "$save/summary.line" >> "$OUT/long-finetune.txt"
 }
 timed long-finetune-k18 long_finetune dsp18 "$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt" 1080
 timed long-finetune-k36 long_finetune dsp36 "$WORK/sweep-impinit-k36-s1b/runs/dsp+best-k36/pruned.pt" 1080

@@ -35,7 +35,6 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n $PRUNED ]] || { echo "run_seqkd_finetune.sh: --pruned NAME=PRUNED.pt is required" >&2; exit 1; }
 [[ -f $BASE && -f $DATA/spm/spm.model ]] || { echo "run_seqkd_finetune.sh: no baseline $BASE or prepared corpus $DATA" >&2; exit 1; }
-R=$ROOT/examples/translation
 PLUGIN=$(dsp-user-dir)
 mkdir -p "$WORK"
 if [[ ! -f $WORK/gen-train.out ]]; then
@@ -61,13 +60,8 @@ for spec in "${MODEL_LIST[@]}"; do
       run=$name-$mode
       [[ $seed == 1 ]] || run=$run-s$seed
       save=$WORK/ft/$run
-      bash "$R/finetune-pruned.sh" --data "$data" --pruned "$pruned" --save-dir "$save" --preset cpu-small \
+      bash "$ROOT/bench/finetune_and_score.sh" "$run" "$save" "$DATA" --data "$data" --pruned "$pruned" \
         --seed "$seed" "${args[@]}"
-      for sub in valid test; do
-        bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/eval-$sub" --subset $sub
-        bash "$R/evaluate.sh" --data "$DATA" --checkpoint "$save/checkpoint_last.pt" --out "$save/last-$sub" --subset $sub
-      done
-      python "$ROOT/bench/score_line.py" "$run" "$save" | tee "$save/summary.line"
     done
   done
 done
