@@ -113,6 +113,32 @@ def suffix_label(method: str) -> str:
     return "".join(f" + {SUFFIXES[s]}" for s in method.split("+")[1:])
 
 
+# bench/recovery/finetune-settings.txt (stage 6o): fine-tunes of the default gates' models with
+# one setting changed, "kK-SETTING-sSEED: best test T valid V; ..."; the setting the recipe uses
+# by default since session 14 (dropout 0.1) becomes a row of the table and of the goals
+FT_SETTINGS_FILE = "finetune-settings.txt"
+FT_DEFAULT_SETTING = "drop0.1"
+FT_DEFAULT_METHOD = "results-sweep-impinit:dsp+best+ft@dropout0.1"
+LABELS[FT_DEFAULT_METHOD] = (
+    "pipelined DSP, default gates (KL + out_proj,fc2, started from head importance) + best of own "
+    "weights or reconstruct on valid + fine-tune at dropout 0.1 (the recipe's default since session 14)"
+)
+
+
+def finetune_setting_runs(path: str, setting: str) -> dict:
+    """{K: [(test, valid), ...]} of SETTING's lines in a finetune-settings.txt, seed order."""
+    runs: dict = {}
+    if not os.path.isfile(path):
+        return runs
+    for line in open(path, encoding="utf-8"):
+        m = re.match(r"k([0-9]+)-(.+)-s([0-9]+): best test ([0-9.]+) valid ([0-9.]+)", line)
+        if m and m.group(2) == setting:
+            runs.setdefault(int(m.group(1)), []).append(
+                (int(m.group(3)), float(m.group(4)), float(m.group(5)))
+            )
+    return {k: [(t, v) for _, t, v in sorted(r)] for k, r in runs.items()}
+
+
 def load(path: str):
     if not os.path.isfile(path):
         return None
@@ -184,6 +210,11 @@ def main() -> int:
                 float(r["sacrebleu"]),
                 None if r.get("valid_sacrebleu") is None else float(r["valid_sacrebleu"]),
             )
+    ft_runs = finetune_setting_runs(os.path.join(args.dir, FT_SETTINGS_FILE), FT_DEFAULT_SETTING)
+    for k, runs in ft_runs.items():  # the first run is the cell, the others its spread
+        cells[(FT_DEFAULT_METHOD, k)] = runs[0]
+        if len(runs) > 1:
+            seeds[(FT_DEFAULT_METHOD, k)] = [t for t, _ in runs[1:]]
     for name in sorted(
         os.listdir(os.path.join(args.dir, "alternating"))
         if os.path.isdir(os.path.join(args.dir, "alternating"))
@@ -434,10 +465,14 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         + pick_goal(),
         "| distilled fine-tune: DSP + reconstruct + KD within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within("dsp+rec+kd", {36: 0.3, 18: 1.0, 9: 2.5}),
-        "| 270-update fine-tune (the recipes' default: labels): DSP (default gates, default "
-        "recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within(default + "+best+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
-        "| 270-update fine-tune on the README's path for it (its command for K = 36): DSP "
+        "| 270-update fine-tune (the recipes' default until session 14: labels, dropout 0.2): DSP "
+        "(default gates, default recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at "
+        "H/4, 2.5 at H/8 | " + within(default + "+best+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| 270-update fine-tune (the recipes' default: labels, dropout 0.1): DSP (default gates, "
+        "default recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 "
+        "| " + within(FT_DEFAULT_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| 270-update fine-tune from the gates' own start (the README's fine-tune path for K = 36 "
+        "in sessions 10-13; dropout 0.2): DSP "
         "(KL + out_proj,fc2 gates, own start: `--gate-init none --recovery reconstruct`) + "
         "reconstruct + fine-tune within 0.3 "
         "at H/2, 1.0 at H/4, 2.5 at H/8 | "

@@ -129,8 +129,10 @@ fi
 # other methods, then the other fine-tunes (each sweep call skips the rows already in the table).
 # (--gate-objective labels: the plain gates these stages measured; the recipes' default gates
 # since session 7 are stage 6e's)
+# every published +ft / +kd row was fine-tuned at dropout 0.2 (finetune-pruned.sh's default until
+# session 14, now 0.1: stage 6o), so the stages that made them keep it
 SWEEP_DEFAULTS=(--data "$DATA" --base "$BASE" --preset cpu-small --valid
-                --importance-args "--max-batches 20" --finetune-updates 270)
+                --importance-args "--max-batches 20" --finetune-updates 270 --finetune-dropout 0.2)
 SWEEP=("${SWEEP_DEFAULTS[@]}" --gate-objective labels)
 sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-plots "$@"; }
 side_folder() {  # side_folder DIR [ROW...]: a sweep folder beside the table, with its baseline
@@ -287,20 +289,25 @@ timed pick-k-impinit dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-
 # 6h. session 9: the refit shrunk towards the weights the pruned model has instead of zero
 # (dsp-reconstruct --ridge-toward current): the importance rows (the unpruned weights) and the
 # default gates' own output layers; one line per refit in ridge-toward.txt
-toward() {  # toward NAME PRUNED RIDGE
-  local out=$WORK/ridge-toward/$1-r$3 sub
-  mkdir -p "$WORK/ridge-toward"
-  [[ -f $out.pt ]] || dsp-reconstruct --pruned "$2" --base "$BASE" --data "$DATA" --output "$out.pt" \
-    --ridge-toward current --ridge "$3" --quiet
+refit_scored() {  # refit_scored TABLE LABEL OUT PRUNED [DSP-RECONSTRUCT ARGS...]: refit, decode, one line
+  local table=$1 label=$2 out=$3 pruned=$4 sub
+  shift 4
+  mkdir -p "$(dirname "$out")"
+  [[ -f $out.pt ]] || dsp-reconstruct --pruned "$pruned" --base "$BASE" --output "$out.pt" --quiet "$@"
   for sub in valid test; do
     bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$out.pt" --out "$out-$sub" --subset $sub
   done
-  python - "$out" "$1" "$3" >> "$OUT/ridge-toward.txt" <<'PY'
+  touch "$OUT/$table"
+  grep -q "^$label:" "$OUT/$table" || python - "$out" "$label" >> "$OUT/$table" <<'PY'
 import json, sys
-out, name, ridge = sys.argv[1:]
+out, label = sys.argv[1:]
 score = {s: json.load(open(f"{out}-{s}/score.json"))["sacrebleu"] for s in ("valid", "test")}
-print(f"{name} ridge {ridge} toward current: valid {score['valid']} test {score['test']}")
+print(f"{label}: valid {score['valid']} test {score['test']}")
 PY
+}
+toward() {  # toward NAME PRUNED RIDGE
+  refit_scored ridge-toward.txt "$1 ridge $3 toward current" "$WORK/ridge-toward/$1-r$3" "$2" \
+    --data "$DATA" --ridge-toward current --ridge "$3"
 }
 for r in 0.1 1; do
   timed "toward-imp36-r$r" toward importance-k36 "$WORK/sweep/runs/importance-k36/pruned.pt" $r
@@ -338,7 +345,7 @@ timed impinit-k9-s1b-ft recipe_gates impinit-k9-s1b 9 1 dsp,dsp+rec,dsp+best,dsp
 # of the training set instead of, or beside, the references) on head importance + reconstruct
 # (seeds 1 and 2 of labels and mix, seed 1 of pure), and on the default gates' K = 9 and 18
 # models (mix, seeds 1 and 2 at K = 9, where seed 1 of labels is the sweep's dsp+best+ft row)
-seqkd() { bash "$ROOT/bench/run_seqkd_finetune.sh" --work "$WORK/seqkd" --baseline "$BASE" --data "$DATA" "$@"; }
+seqkd() { bash "$ROOT/bench/run_seqkd_finetune.sh" --work "$WORK/seqkd" --baseline "$BASE" --data "$DATA" --finetune-dropout 0.2 "$@"; }
 timed seqkd seqkd --modes labels,pure,mix \
   --pruned "imp18=$WORK/sweep/runs/importance+rec-k18/pruned.pt,imp9=$WORK/sweep/runs/importance+rec-k9/pruned.pt"
 timed seqkd-s2 seqkd --modes mix,labels --seeds 2 \
@@ -353,11 +360,50 @@ timed seqkd-dsp18 seqkd --modes mix --pruned "dsp18=$WORK/sweep-impinit-k18-s2b/
 # best (lowest validation loss) and last checkpoint, one line each in long-finetune.txt
 long_finetune() {  # long_finetune NAME PRUNED UPDATES
   local save=$WORK/long-finetune/$1-u$3
-  bash "$ROOT/bench/finetune_and_score.sh" "$1-u$3" "$save" "$DATA" --data "$DATA" --pruned "$2" --max-update "$3"
+  bash "$ROOT/bench/finetune_and_score.sh" "$1-u$3" "$save" "$DATA" --data "$DATA" --pruned "$2" --max-update "$3" --dropout 0.2
   cat "$save/summary.line" >> "$OUT/long-finetune.txt"
 }
 timed long-finetune-k18 long_finetune dsp18 "$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt" 1080
 timed long-finetune-k36 long_finetune dsp36 "$WORK/sweep-impinit-k36-s1b/runs/dsp+best-k36/pruned.pt" 1080
+
+# 6o. session 14: the fine-tune's settings on the default path's models (stage 6l's starts;
+# the 270-update recipe otherwise unchanged): dropout 0.1 (the recipe's default since this
+# session) and 0 against 0.2 (the training dropout, the recipe's until then; its other runs are
+# the sweeps' own dsp+best+ft rows and stage 6m's dsp9 labels seed 2), and the learning rate
+# 1e-3 instead of 3e-4; one line per run in finetune-settings.txt (best and last checkpoint,
+# lowest validation loss)
+ft_setting() {  # ft_setting NAME PRUNED SEED "TRAIN-ARGS"
+  local save=$WORK/ft-settings/$1
+  bash "$ROOT/bench/finetune_and_score.sh" "$1" "$save" "$DATA" --data "$DATA" --pruned "$2" --seed "$3" --train-args "$4"
+  touch "$OUT/finetune-settings.txt"
+  grep -q "^$1:" "$OUT/finetune-settings.txt" || cat "$save/summary.line" >> "$OUT/finetune-settings.txt"
+}
+S18=$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt
+S36=$WORK/sweep-impinit-k36-s1b/runs/dsp+best-k36/pruned.pt
+S9=$WORK/sweep-impinit-k9-s1b/runs/dsp+best-k9/pruned.pt
+timed ftset-k18-lr1e-3-s2 ft_setting k18-lr1e-3-s2 "$S18" 2 "--dropout 0.2 --lr 1e-3"
+for seed in 1 2 3; do
+  timed ftset-k18-drop0.1-s$seed ft_setting k18-drop0.1-s$seed "$S18" $seed "--dropout 0.1"
+done
+timed ftset-k18-ref-s1 ft_setting k18-ref-s1 "$S18" 1 "--dropout 0.2"
+timed ftset-k18-ref-s3 ft_setting k18-ref-s3 "$S18" 3 "--dropout 0.2"
+timed ftset-k18-drop0-s2 ft_setting k18-drop0-s2 "$S18" 2 "--dropout 0.0"
+for seed in 1 2 3; do
+  timed ftset-k36-drop0.1-s$seed ft_setting k36-drop0.1-s$seed "$S36" $seed "--dropout 0.1"
+  timed ftset-k9-drop0.1-s$seed ft_setting k9-drop0.1-s$seed "$S9" $seed "--dropout 0.1"
+done
+timed ftset-k36-ref-s2 ft_setting k36-ref-s2 "$S36" 2 "--dropout 0.2"
+timed ftset-k36-ref-s3 ft_setting k36-ref-s3 "$S36" 3 "--dropout 0.2"
+timed ftset-k9-ref-s3 ft_setting k9-ref-s3 "$S9" 3 "--dropout 0.2"
+
+# 6p. session 14: the refit calibrated on the teacher's translations of the training set
+# (stage 6m's pure-data) instead of the references; one line per model in calibration-source.txt
+calib_source() {  # calib_source NAME PRUNED
+  refit_scored calibration-source.txt "$1 calibrated on the teacher's translations" \
+    "$WORK/calibration-source/$1-teacher" "$2" --data "$WORK/seqkd/pure-data"
+}
+timed calib-imp36 calib_source imp36 "$WORK/sweep/runs/importance-k36/pruned.pt"
+timed calib-dsp36 calib_source dsp36 "$WORK/sweep-impinit-k36-s1b/runs/dsp-k36/pruned.pt"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

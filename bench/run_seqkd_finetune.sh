@@ -11,16 +11,18 @@
 #
 #   bash bench/run_seqkd_finetune.sh --pruned NAME=PRUNED.pt[,NAME=PRUNED.pt...]
 #                                    [--work DIR] [--baseline CKPT --data DIR] [--modes LIST]
-#                                    [--seeds LIST]
+#                                    [--seeds LIST] [--finetune-dropout P]
 #
 # Default baseline and data: ../shared/data/multi30k-base72/{checkpoint.pt,data}. The teacher's
 # translation of the training split (29,000 sentences, 7.5 min at 1 thread here) is made once.
 # --seeds  fine-tune seeds (default 1; folders NAME-MODE, and NAME-MODE-sS for S > 1).
+# --finetune-dropout  the fine-tune's dropout (default: finetune-pruned.sh's; the published
+#          table, stage 6m of run_converged_bench.sh, passes 0.2, the recipe's default then)
 # Resumable; WORK/summary.txt holds the scores of every run in WORK (of this call and earlier ones).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SHARED=$ROOT/../shared/data/multi30k-base72
-BASE=$SHARED/checkpoint.pt DATA=$SHARED/data WORK=$ROOT/work/converged/seqkd PRUNED="" MODES=labels,pure,mix SEEDS=1
+BASE=$SHARED/checkpoint.pt DATA=$SHARED/data WORK=$ROOT/work/converged/seqkd PRUNED="" MODES=labels,pure,mix SEEDS=1 FT_DROPOUT=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --pruned) PRUNED=$2; shift 2 ;;
@@ -29,6 +31,7 @@ while [[ $# -gt 0 ]]; do
     --data) DATA=$2; shift 2 ;;
     --modes) MODES=$2; shift 2 ;;
     --seeds) SEEDS=$2; shift 2 ;;
+    --finetune-dropout) FT_DROPOUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_seqkd_finetune.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
@@ -61,7 +64,7 @@ for spec in "${MODEL_LIST[@]}"; do
       [[ $seed == 1 ]] || run=$run-s$seed
       save=$WORK/ft/$run
       bash "$ROOT/bench/finetune_and_score.sh" "$run" "$save" "$DATA" --data "$data" --pruned "$pruned" \
-        --seed "$seed" "${args[@]}"
+        --seed "$seed" ${FT_DROPOUT:+--dropout "$FT_DROPOUT"} "${args[@]}"
     done
   done
 done

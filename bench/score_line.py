@@ -3,11 +3,25 @@
     python bench/score_line.py NAME DIR
 
 DIR holds evaluate.sh's folders eval-test, eval-valid (the best checkpoint, pruned.pt) and
-last-test, last-valid (checkpoint_last.pt), each with its score.json.
+last-test, last-valid (checkpoint_last.pt), each with its score.json. When DIR also holds the
+fine-tune's train.log (fairseq's JSON log), the line ends with the lowest validation loss it
+reached: a less noisy signal than BLEU for comparing fine-tune settings.
 """
 
 import json
+import os
+import re
 import sys
+
+
+def best_valid_loss(train_log: str) -> float | None:
+    """The lowest "valid_loss" of fairseq-train's JSON validation lines, or None if none."""
+    losses = [
+        float(m.group(1))
+        for line in open(train_log)
+        if "| valid |" in line and (m := re.search(r'"valid_loss": "([0-9.]+)"', line))
+    ]
+    return min(losses) if losses else None
 
 
 def score_line(name: str, folder: str) -> str:
@@ -15,7 +29,10 @@ def score_line(name: str, folder: str) -> str:
         json.load(open(f"{folder}/{sub}/score.json"))["sacrebleu"]
         for sub in ("eval-test", "eval-valid", "last-test", "last-valid")
     )
-    return f"{name}: best test {best_test} valid {best_valid}; last test {last_test} valid {last_valid}"
+    line = f"{name}: best test {best_test} valid {best_valid}; last test {last_test} valid {last_valid}"
+    log = f"{folder}/train.log"
+    loss = best_valid_loss(log) if os.path.exists(log) else None
+    return line if loss is None else f"{line}; valid loss {loss}"
 
 
 if __name__ == "__main__":

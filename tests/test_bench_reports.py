@@ -249,8 +249,26 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     (tmp_path / "pick-k-rec/pick.json").write_text(
         json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "reconstruct"})
     )
+    # stage 6o's fine-tune settings: the recipe's default one (dropout 0.1) is a row and a goal;
+    # another setting's lines (and a line of another format) are not read into it
+    (tmp_path / "finetune-settings.txt").write_text(
+        "k18-drop0.1-s2: best test 38.0 valid 39.5; last test 38.0 valid 39.5; valid loss 3.89\n"
+        "k18-ref-s1: best test 30.0 valid 30.0; last test 30.0 valid 30.0\n"
+        "k18-drop0.1-s1: best test 38.5 valid 39.0; last test 38.5 valid 39.0\n"
+        "k9-drop0-s1: best test 20.0 valid 20.0; last test 20.0 valid 20.0\n"
+    )
     out = report_text(tmp_path)
     lines = out.splitlines()
+    assert any(line.startswith("| pipelined DSP, default gates") and "fine-tune at dropout 0.1"
+               in line and line.endswith("| 38.50 (39.00) |  |  |") for line in lines)  # fmt: skip
+    new_default = next(
+        line
+        for line in lines
+        if line.startswith("| 270-update fine-tune (the recipes' default: labels, dropout 0.1)")
+    )
+    assert "H/4: 38.25 (mean of 2), 1.75 below (limit 1.0)" in new_default
+    assert "H/2: not run" in new_default and "H/8: not run" in new_default
+    assert new_default.endswith("| **not met** |")
     assert "| pipelined DSP + reconstruct | 33.00 | 38.50 (39.00) |  |" in lines
     assert "| fairseq `_adaptive_prune_heads` |  | 22.00 |  |" in lines
     # a setting's file does not replace the table's distilled row; it gets its own table
@@ -297,8 +315,10 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     tuned = next(line for line in lines if line.startswith("| 270-update fine-tune"))
     assert "H/4: 38.50 (mean of 2), 1.50 below (limit 1.0)" in tuned
     assert tuned.endswith("| **not met** |")
-    # the README's fine-tune path: the own-start gates + reconstruct + fine-tune, over its runs
-    path = next(line for line in lines if line.startswith("| 270-update fine-tune on the README"))
+    # the earlier README's fine-tune path: the own-start gates + reconstruct + fine-tune
+    path = next(
+        line for line in lines if line.startswith("| 270-update fine-tune from the gates' own")
+    )
     assert "H/2: 39.62 (mean of 2), 0.38 below (limit 0.3)" in path
     assert "H/4: 37.50, 2.50 below (limit 1.0)" in path and "H/8: not run" in path
     assert path.endswith("| **not met** |")
@@ -448,3 +468,11 @@ def test_score_line_reads_best_and_last_scores(tmp_path):
     assert score_line.score_line("m", str(tmp_path)) == (
         "m: best test 30.1 valid 31.2; last test 29.3 valid 32.4"
     )
+    # with the fine-tune's log, the lowest validation loss is appended (not the last one)
+    (tmp_path / "train.log").write_text(
+        '2026 | INFO | train_inner | {"loss": "3.1"}\n'
+        '2026 | INFO | valid | {"epoch": 1, "valid_loss": "3.936", "valid_num_updates": "135"}\n'
+        '2026 | INFO | valid | {"epoch": 2, "valid_loss": "3.892", "valid_num_updates": "270"}\n'
+        '2026 | INFO | valid | {"epoch": 3, "valid_loss": "3.9", "valid_num_updates": "405"}\n'
+    )
+    assert score_line.score_line("m", str(tmp_path)).endswith("valid 32.4; valid loss 3.892")

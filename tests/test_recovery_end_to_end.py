@@ -123,6 +123,10 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     cli_ok(strip_cli.main, "--input", base, "--output", plain, "--random", "--heads-to-keep", "12")
     data = corpus.parent
     save = tmp_path / "ft"
+    bad = run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned",
+              plain, "--save-dir", save, "--preset", "cpu-small", "--dropout", "1.5", check=False)  # fmt: skip
+    assert bad.returncode == 1 and "--dropout takes a probability" in bad.stderr
+    assert not save.exists()  # refused before anything was written
     run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned", plain,
         "--save-dir", save, "--max-update", "6", "--preset", "cpu-small", "--teacher", base,
         "--train-args", "--max-tokens 1000 --num-workers 0 --validate-interval-updates 3",
@@ -130,4 +134,6 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     logs = [json.loads(line.split("|", 3)[-1]) for line in (save / "train.log").read_text().splitlines()
             if "| train |" in line or "| train_inner |" in line]  # fmt: skip
     assert logs and all(any(k.endswith("distill_kl") for k in log) for log in logs)
+    # the preset's fine-tune dropout (0.1 for cpu-small), not its training dropout (0.2)
+    assert " dropout=0.1," in (save / "train.log").read_text()  # fairseq's logged model config
     assert (save / "pruned.pt").is_file()
