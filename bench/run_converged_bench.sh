@@ -395,6 +395,11 @@ done
 timed ftset-k36-ref-s2 ft_setting k36-ref-s2 "$S36" 2 "--dropout 0.2"
 timed ftset-k36-ref-s3 ft_setting k36-ref-s3 "$S36" 3 "--dropout 0.2"
 timed ftset-k9-ref-s3 ft_setting k9-ref-s3 "$S9" 3 "--dropout 0.2"
+# the strongest rival at H/4 (head importance + reconstruct, the table's row) at the new dropout;
+# its 0.2 runs are stage 6m's imp18 labels, seeds 1 and 2
+for seed in 1 2; do
+  timed ftset-imp18-drop0.1-s$seed ft_setting imp18-drop0.1-s$seed "$WORK/sweep/runs/importance+rec-k18/pruned.pt" $seed "--dropout 0.1"
+done
 
 # 6p. session 14: the refit calibrated on the teacher's translations of the training set
 # (stage 6m's pure-data) instead of the references; one line per model in calibration-source.txt
