@@ -119,24 +119,113 @@ def suffix_label(method: str) -> str:
 FT_SETTINGS_FILE = "finetune-settings.txt"
 FT_DEFAULT_SETTING = "drop0.1"
 FT_DEFAULT_METHOD = "results-sweep-impinit:dsp+best+ft@dropout0.1"
-LABELS[FT_DEFAULT_METHOD] = (
+# bench/recovery/checkpoint-averaging.txt (stage 6q): the recipe's fine-tune saving a checkpoint
+# every 27 updates, its final model ("last") and the averages of its last N checkpoints;
+# "kK-sS" lines start from the default gates' models (stage 6o's starts, so their final models
+# repeat stage 6o's dropout-0.1 runs), "impK-sS" from head importance + reconstruct, whose
+# final models are the rival's fine-tune at the recipe's default
+AVERAGING_FILE = "checkpoint-averaging.txt"
+IMP_FT_DEFAULT_METHOD = "importance+rec+ft@dropout0.1"
+# since session 15 the recipe's model is the average of the last 3 checkpoints (cpu-small)
+DEFAULT_AVERAGE = 3
+FT_AVG_METHOD = f"results-sweep-impinit:dsp+best+ft@dropout0.1,avg{DEFAULT_AVERAGE}"
+IMP_FT_AVG_METHOD = f"importance+rec+ft@dropout0.1,avg{DEFAULT_AVERAGE}"
+_DEFAULT_GATES_BEST = (
     "pipelined DSP, default gates (KL + out_proj,fc2, started from head importance) + best of own "
-    "weights or reconstruct on valid + fine-tune at dropout 0.1 (the recipe's default since session 14)"
+    "weights or reconstruct on valid"
 )
+_IMPORTANCE_REC = "head importance, one-shot + reconstruct"
+_AT_S14 = " + fine-tune at dropout 0.1, final model (session 14's default)"
+_AT_DEFAULT = (
+    f" + fine-tune at dropout 0.1, average of the last {DEFAULT_AVERAGE} checkpoints "
+    "(the recipe's default since session 15)"
+)
+LABELS[FT_DEFAULT_METHOD] = _DEFAULT_GATES_BEST + _AT_S14
+LABELS[IMP_FT_DEFAULT_METHOD] = _IMPORTANCE_REC + _AT_S14
+LABELS[FT_AVG_METHOD] = _DEFAULT_GATES_BEST + _AT_DEFAULT
+LABELS[IMP_FT_AVG_METHOD] = _IMPORTANCE_REC + _AT_DEFAULT
 
 
-def finetune_setting_runs(path: str, setting: str) -> dict:
-    """{K: [(test, valid), ...]} of SETTING's lines in a finetune-settings.txt, seed order."""
+def averaging_runs(runs: dict, start: str, model) -> dict:
+    """{K: [(test, valid), ...]} of the checkpoint-averaging runs "STARTK-sS" (seed order):
+    MODEL is "last" (the final model) or N (the average of the last N checkpoints)."""
+    found: dict = {}
+    for name, run in runs.items():
+        m = re.fullmatch(re.escape(start) + r"([0-9]+)-s([0-9]+)", name)
+        scores = run.get("last") if model == "last" else run["avg"].get(model)
+        if m and scores:
+            found.setdefault(int(m.group(1)), []).append((int(m.group(2)), scores))
+    return {k: [scores for _, scores in sorted(r)] for k, r in found.items()}
+
+
+def fine_tune_lines(path: str) -> dict:
+    """{NAME: {"best": (test, valid), "last": (test, valid), "avg": {N: (test, valid)}}} of a
+    file of bench/score_line.py lines ("NAME: best test T valid V; last test T valid V; ...")
+    and bench/average_study.py lines ("NAME: avgN test T valid V")."""
     runs: dict = {}
     if not os.path.isfile(path):
         return runs
     for line in open(path, encoding="utf-8"):
-        m = re.match(r"k([0-9]+)-(.+)-s([0-9]+): best test ([0-9.]+) valid ([0-9.]+)", line)
-        if m and m.group(2) == setting:
-            runs.setdefault(int(m.group(1)), []).append(
-                (int(m.group(3)), float(m.group(4)), float(m.group(5)))
+        m = re.match(
+            r"(\S+): best test ([0-9.]+) valid ([0-9.]+); last test ([0-9.]+) valid ([0-9.]+)", line
+        )
+        if m:
+            run = runs.setdefault(m.group(1), {"avg": {}})
+            run["best"] = (float(m.group(2)), float(m.group(3)))
+            run["last"] = (float(m.group(4)), float(m.group(5)))
+            continue
+        m = re.match(r"(\S+): avg([0-9]+) test ([0-9.]+) valid ([0-9.]+)", line)
+        if m:
+            runs.setdefault(m.group(1), {"avg": {}})["avg"][int(m.group(2))] = (
+                float(m.group(3)),
+                float(m.group(4)),
             )
-    return {k: [(t, v) for _, t, v in sorted(r)] for k, r in runs.items()}
+    return runs
+
+
+def finetune_setting_runs(path: str, setting: str, start: str = "k") -> dict:
+    """{K: [(test, valid), ...]} of SETTING's lines "STARTK-SETTING-sSEED: ..." in a
+    finetune-settings.txt (best checkpoint), seed order."""
+    runs: dict = {}
+    for name, run in fine_tune_lines(path).items():
+        m = re.fullmatch(re.escape(start) + r"([0-9]+)-(.+)-s([0-9]+)", name)
+        if m and m.group(2) == setting and "best" in run:
+            runs.setdefault(int(m.group(1)), []).append((int(m.group(3)), run["best"]))
+    return {k: [scores for _, scores in sorted(r)] for k, r in runs.items()}
+
+
+def averaging_lines(runs: dict) -> list:
+    """The checkpoint-averaging table: each run's final model against the averages of its last
+    N checkpoints, then the mean change and how many runs each average improves on valid."""
+    runs = {name: run for name, run in runs.items() if run["avg"] and "last" in run}
+    if not runs:
+        return []
+    ns = sorted({n for run in runs.values() for n in run["avg"]})
+
+    def cell(scores) -> str:
+        return f"{scores[0]:.2f} ({scores[1]:.2f})" if scores else ""
+
+    lines = [
+        "| fine-tune run | final model (update 270) | "
+        + " | ".join(f"average of the last {n}" for n in ns)
+        + " |",
+        "|---|---|" + "---|" * len(ns),
+    ]
+    for name, run in runs.items():
+        lines.append(
+            f"| {name} | {cell(run['last'])} | "
+            + " | ".join(cell(run["avg"].get(n)) for n in ns)
+            + " |"
+        )
+    change = []
+    for n in ns:
+        pairs = [(run["avg"][n], run["last"]) for run in runs.values() if n in run["avg"]]
+        test = statistics.mean(a[0] - b[0] for a, b in pairs)
+        valid = statistics.mean(a[1] - b[1] for a, b in pairs)
+        better = sum(a[1] > b[1] for a, b in pairs)
+        change.append(f"{test:+.2f} ({valid:+.2f}), valid up in {better} of {len(pairs)}")
+    lines.append("| mean change against the final model | | " + " | ".join(change) + " |")
+    return lines
 
 
 def load(path: str):
@@ -210,11 +299,23 @@ def main() -> int:
                 float(r["sacrebleu"]),
                 None if r.get("valid_sacrebleu") is None else float(r["valid_sacrebleu"]),
             )
-    ft_runs = finetune_setting_runs(os.path.join(args.dir, FT_SETTINGS_FILE), FT_DEFAULT_SETTING)
-    for k, runs in ft_runs.items():  # the first run is the cell, the others its spread
-        cells[(FT_DEFAULT_METHOD, k)] = runs[0]
-        if len(runs) > 1:
-            seeds[(FT_DEFAULT_METHOD, k)] = [t for t, _ in runs[1:]]
+    settings_file = os.path.join(args.dir, FT_SETTINGS_FILE)
+    averaged = fine_tune_lines(os.path.join(args.dir, AVERAGING_FILE))
+    imp_runs = finetune_setting_runs(settings_file, FT_DEFAULT_SETTING, start="imp")
+    # the final models of stage 6q's importance runs are session 14's default fine-tune of it
+    # (its DSP runs repeat stage 6o's, which are already read)
+    for k, runs in averaging_runs(averaged, "imp", "last").items():
+        imp_runs.setdefault(k, []).extend(runs)
+    for method, ft_runs in (
+        (FT_DEFAULT_METHOD, finetune_setting_runs(settings_file, FT_DEFAULT_SETTING)),
+        (IMP_FT_DEFAULT_METHOD, imp_runs),
+        (FT_AVG_METHOD, averaging_runs(averaged, "k", DEFAULT_AVERAGE)),
+        (IMP_FT_AVG_METHOD, averaging_runs(averaged, "imp", DEFAULT_AVERAGE)),
+    ):
+        for k, runs in ft_runs.items():  # the first run is the cell, the others its spread
+            cells[(method, k)] = runs[0]
+            if len(runs) > 1:
+                seeds[(method, k)] = [t for t, _ in runs[1:]]
     for name in sorted(
         os.listdir(os.path.join(args.dir, "alternating"))
         if os.path.isdir(os.path.join(args.dir, "alternating"))
@@ -260,6 +361,9 @@ def main() -> int:
     settings = kd_settings(args.dir, cells)
     if settings:
         out += ["", *settings]
+    averaging = averaging_lines(averaged)
+    if averaging:
+        out += ["", *averaging]
     # dsp-pick-k with the recipes' defaults: the latest run there is (PICK_RUNS, newest first)
     pick = next(
         (p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in PICK_RUNS) if p), None
@@ -270,6 +374,7 @@ def main() -> int:
     parts = {f"{args.marker}-table": "\n".join(out), f"{args.marker}-goals": "\n".join(goals)}
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
+        parts["recovery-defaults"] = "\n".join(defaults_lines(cells, seeds, base))
     for path in args.splice:
         splice(path, parts)
     if not args.splice:
@@ -389,6 +494,46 @@ PLAIN_START_GATES = "results-sweep-gatekdopffn"
 KD_BASELINES = ("importance+rec+kd", "hard-concrete+rec+kd")
 
 
+def run_values(cells: dict, seeds: dict, method: str, k: int) -> list:
+    """Test sacreBLEU of every run of METHOD at K: the table's cell, then its other seeds."""
+    first = [cells[(method, k)][0]] if (method, k) in cells else []
+    return first + seeds.get((method, k), [])
+
+
+def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
+    """The README's table of what the recipes give today: DSP's one command and head
+    importance + reconstruct, each without training and after the recipe's fine-tune."""
+    columns = (
+        (f"{DEFAULT_GATES}:dsp+best", "DSP, the one command (no fine-tune)"),
+        (FT_AVG_METHOD, "DSP + fine-tune"),
+        ("importance+rec", "head importance + reconstruct (no fine-tune)"),
+        (IMP_FT_AVG_METHOD, "head importance + reconstruct + fine-tune"),
+    )
+
+    def cell(method, k) -> str:
+        got = run_values(cells, seeds, method, k)
+        if not got:
+            return "-"
+        if len(got) == 1:
+            return f"{got[0]:.2f} (1 run)"
+        return f"{statistics.mean(got):.2f} ({min(got):.2f}-{max(got):.2f}, {len(got)} runs)"
+
+    lines = [
+        f"Unpruned (72 heads): **{base['sacrebleu']:.2f}**. Cells: test_2016 sacreBLEU, mean "
+        "(min-max, runs) over gate seeds (DSP), calibration samples (importance's refit) or "
+        "fine-tune seeds of one pruned model; the fine-tune is the recipe's (270 updates, "
+        f"dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints); - not run.",
+        "",
+        "| heads kept | " + " | ".join(label for _, label in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for k in (36, 18, 9):
+        lines.append(
+            f"| {k} of 72 ({NAMES[k]}) | " + " | ".join(cell(m, k) for m, _ in columns) + " |"
+        )
+    return lines
+
+
 def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
     """The issue's goals, measured from the table: met, not met, or not measured yet."""
 
@@ -411,9 +556,7 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         return "; ".join(parts) + f" | {verdict} |"
 
     def values(method, k) -> list:
-        return ([test(method, k)] if test(method, k) is not None else []) + seeds.get(
-            (method, k), []
-        )
+        return run_values(cells, seeds, method, k)
 
     def versus(dsp, rivals) -> str:
         parts, ok, measured = [], True, False
@@ -468,9 +611,13 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         "| 270-update fine-tune (the recipes' default until session 14: labels, dropout 0.2): DSP "
         "(default gates, default recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at "
         "H/4, 2.5 at H/8 | " + within(default + "+best+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
-        "| 270-update fine-tune (the recipes' default: labels, dropout 0.1): DSP (default gates, "
-        "default recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 "
-        "| " + within(FT_DEFAULT_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| 270-update fine-tune (session 14's default: labels, dropout 0.1, final model): DSP "
+        "(default gates, default recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at "
+        "H/4, 2.5 at H/8 | " + within(FT_DEFAULT_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| 270-update fine-tune (the recipes' default since session 15: labels, dropout 0.1, "
+        f"average of the last {DEFAULT_AVERAGE} checkpoints): DSP (default gates, default "
+        "recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within(FT_AVG_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
         "| 270-update fine-tune from the gates' own start (the README's fine-tune path for K = 36 "
         "in sessions 10-13; dropout 0.2): DSP "
         "(KL + out_proj,fc2 gates, own start: `--gate-init none --recovery reconstruct`) + "
@@ -479,6 +626,13 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         + within(f"{PLAIN_START_GATES}:dsp+rec+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
         "| DSP (default gates, default recovery: best on valid) at least as good as every "
         "baseline + reconstruct | " + versus(default + "+best", REC_BASELINES),
+        "| 270-update fine-tune (session 14's default, dropout 0.1, final model): DSP (default "
+        "gates, default recovery) + fine-tune at least as good as head importance + reconstruct + "
+        "the same fine-tune | " + versus(FT_DEFAULT_METHOD, (IMP_FT_DEFAULT_METHOD,)),
+        "| 270-update fine-tune (the recipes' default since session 15, dropout 0.1, average of "
+        f"the last {DEFAULT_AVERAGE}): DSP (default gates, default recovery) + fine-tune at least "
+        "as good as head importance + reconstruct + the same fine-tune | "
+        + versus(FT_AVG_METHOD, (IMP_FT_AVG_METHOD,)),
         "| DSP (default gates) + reconstruct at least as good as every baseline + reconstruct | "
         + versus(default + "+rec", REC_BASELINES),
         "| DSP + reconstruct at least as good as every baseline + reconstruct | "

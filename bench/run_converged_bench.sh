@@ -130,9 +130,11 @@ fi
 # (--gate-objective labels: the plain gates these stages measured; the recipes' default gates
 # since session 7 are stage 6e's)
 # every published +ft / +kd row was fine-tuned at dropout 0.2 (finetune-pruned.sh's default until
-# session 14, now 0.1: stage 6o), so the stages that made them keep it
+# session 14, now 0.1: stage 6o) and kept the best checkpoint (the default until session 15, now
+# the average of the last 3: stage 6q), so the stages that made them keep both
 SWEEP_DEFAULTS=(--data "$DATA" --base "$BASE" --preset cpu-small --valid
-                --importance-args "--max-batches 20" --finetune-updates 270 --finetune-dropout 0.2)
+                --importance-args "--max-batches 20" --finetune-updates 270 --finetune-dropout 0.2
+                --finetune-average-last 1)
 SWEEP=("${SWEEP_DEFAULTS[@]}" --gate-objective labels)
 sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-plots "$@"; }
 side_folder() {  # side_folder DIR [ROW...]: a sweep folder beside the table, with its baseline
@@ -345,7 +347,7 @@ timed impinit-k9-s1b-ft recipe_gates impinit-k9-s1b 9 1 dsp,dsp+rec,dsp+best,dsp
 # of the training set instead of, or beside, the references) on head importance + reconstruct
 # (seeds 1 and 2 of labels and mix, seed 1 of pure), and on the default gates' K = 9 and 18
 # models (mix, seeds 1 and 2 at K = 9, where seed 1 of labels is the sweep's dsp+best+ft row)
-seqkd() { bash "$ROOT/bench/run_seqkd_finetune.sh" --work "$WORK/seqkd" --baseline "$BASE" --data "$DATA" --finetune-dropout 0.2 "$@"; }
+seqkd() { bash "$ROOT/bench/run_seqkd_finetune.sh" --work "$WORK/seqkd" --baseline "$BASE" --data "$DATA" --finetune-dropout 0.2 --finetune-average-last 1 "$@"; }
 timed seqkd seqkd --modes labels,pure,mix \
   --pruned "imp18=$WORK/sweep/runs/importance+rec-k18/pruned.pt,imp9=$WORK/sweep/runs/importance+rec-k9/pruned.pt"
 timed seqkd-s2 seqkd --modes mix,labels --seeds 2 \
@@ -360,7 +362,7 @@ timed seqkd-dsp18 seqkd --modes mix --pruned "dsp18=$WORK/sweep-impinit-k18-s2b/
 # best (lowest validation loss) and last checkpoint, one line each in long-finetune.txt
 long_finetune() {  # long_finetune NAME PRUNED UPDATES
   local save=$WORK/long-finetune/$1-u$3
-  bash "$ROOT/bench/finetune_and_score.sh" "$1-u$3" "$save" "$DATA" --data "$DATA" --pruned "$2" --max-update "$3" --dropout 0.2
+  bash "$ROOT/bench/finetune_and_score.sh" "$1-u$3" "$save" "$DATA" --data "$DATA" --pruned "$2" --max-update "$3" --dropout 0.2 --average-last 1
   cat "$save/summary.line" >> "$OUT/long-finetune.txt"
 }
 timed long-finetune-k18 long_finetune dsp18 "$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt" 1080
@@ -374,7 +376,8 @@ timed long-finetune-k36 long_finetune dsp36 "$WORK/sweep-impinit-k36-s1b/runs/ds
 # lowest validation loss)
 ft_setting() {  # ft_setting NAME PRUNED SEED "TRAIN-ARGS"
   local save=$WORK/ft-settings/$1
-  bash "$ROOT/bench/finetune_and_score.sh" "$1" "$save" "$DATA" --data "$DATA" --pruned "$2" --seed "$3" --train-args "$4"
+  bash "$ROOT/bench/finetune_and_score.sh" "$1" "$save" "$DATA" --data "$DATA" --pruned "$2" --seed "$3" \
+    --average-last 1 --train-args "$4"
   touch "$OUT/finetune-settings.txt"
   grep -q "^$1:" "$OUT/finetune-settings.txt" || cat "$save/summary.line" >> "$OUT/finetune-settings.txt"
 }
@@ -409,6 +412,30 @@ calib_source() {  # calib_source NAME PRUNED
 }
 timed calib-imp36 calib_source imp36 "$WORK/sweep/runs/importance-k36/pruned.pt"
 timed calib-dsp36 calib_source dsp36 "$WORK/sweep-impinit-k36-s1b/runs/dsp-k36/pruned.pt"
+
+# 6q. session 15: averaging the fine-tune's last checkpoints (finetune-pruned.sh --average-last)
+# against its final model, and head importance + reconstruct fine-tuned at the new dropout
+# (the rival of stage 6o's DSP rows: 3 fine-tune seeds at K = 36 and 9, a third at 18): the recipe's fine-tune (defaults: dropout 0.1)
+# saving a checkpoint every 27 updates, scored (final model = checkpoint_last.pt) and averaged
+# over its last 3, 5 and 9 checkpoints (bench/average_study.sh); lines in checkpoint-averaging.txt
+ft_average() {  # ft_average NAME PRUNED SEED
+  local save=$WORK/ft-average/$1 out=$OUT/checkpoint-averaging.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "$1" "$save" "$DATA" --data "$DATA" --pruned "$2" --seed "$3" \
+    --average-last 1 --train-args "--save-interval-updates 27 --keep-interval-updates 10"
+  touch "$out"
+  grep -q "^$1:" "$out" || { cat "$save/summary.line"; bash "$ROOT/bench/average_study.sh" "$1" "$save" "$2" "$DATA"; } >> "$out"
+}
+IMP=$WORK/sweep/runs
+timed ftavg-k18-s1 ft_average k18-s1 "$S18" 1
+timed ftavg-k36-s1 ft_average k36-s1 "$S36" 1
+timed ftavg-k9-s1 ft_average k9-s1 "$S9" 1
+timed ftavg-k18-s2 ft_average k18-s2 "$S18" 2
+for seed in 1 2 3; do
+  timed ftavg-imp36-s$seed ft_average imp36-s$seed "$IMP/importance+rec-k36/pruned.pt" $seed
+  timed ftavg-imp9-s$seed ft_average imp9-s$seed "$IMP/importance+rec-k9/pruned.pt" $seed
+done
+# a third seed of stage 6o's imp18 (its seeds 1 and 2 are there)
+timed ftavg-imp18-s3 ft_average imp18-s3 "$IMP/importance+rec-k18/pruned.pt" 3
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

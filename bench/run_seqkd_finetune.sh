@@ -12,17 +12,20 @@
 #   bash bench/run_seqkd_finetune.sh --pruned NAME=PRUNED.pt[,NAME=PRUNED.pt...]
 #                                    [--work DIR] [--baseline CKPT --data DIR] [--modes LIST]
 #                                    [--seeds LIST] [--finetune-dropout P]
+#                                    [--finetune-average-last N]
 #
 # Default baseline and data: ../shared/data/multi30k-base72/{checkpoint.pt,data}. The teacher's
 # translation of the training split (29,000 sentences, 7.5 min at 1 thread here) is made once.
 # --seeds  fine-tune seeds (default 1; folders NAME-MODE, and NAME-MODE-sS for S > 1).
 # --finetune-dropout  the fine-tune's dropout (default: finetune-pruned.sh's; the published
 #          table, stage 6m of run_converged_bench.sh, passes 0.2, the recipe's default then)
+# --finetune-average-last  checkpoints averaged into the fine-tune's model (default:
+#          finetune-pruned.sh's; stage 6m passes 1, the best checkpoint, the recipe's then)
 # Resumable; WORK/summary.txt holds the scores of every run in WORK (of this call and earlier ones).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SHARED=$ROOT/../shared/data/multi30k-base72
-BASE=$SHARED/checkpoint.pt DATA=$SHARED/data WORK=$ROOT/work/converged/seqkd PRUNED="" MODES=labels,pure,mix SEEDS=1 FT_DROPOUT=""
+BASE=$SHARED/checkpoint.pt DATA=$SHARED/data WORK=$ROOT/work/converged/seqkd PRUNED="" MODES=labels,pure,mix SEEDS=1 FT_DROPOUT="" FT_AVERAGE=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --pruned) PRUNED=$2; shift 2 ;;
@@ -32,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --modes) MODES=$2; shift 2 ;;
     --seeds) SEEDS=$2; shift 2 ;;
     --finetune-dropout) FT_DROPOUT=$2; shift 2 ;;
+    --finetune-average-last) FT_AVERAGE=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_seqkd_finetune.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
@@ -64,7 +68,8 @@ for spec in "${MODEL_LIST[@]}"; do
       [[ $seed == 1 ]] || run=$run-s$seed
       save=$WORK/ft/$run
       bash "$ROOT/bench/finetune_and_score.sh" "$run" "$save" "$DATA" --data "$data" --pruned "$pruned" \
-        --seed "$seed" ${FT_DROPOUT:+--dropout "$FT_DROPOUT"} "${args[@]}"
+        --seed "$seed" ${FT_DROPOUT:+--dropout "$FT_DROPOUT"} ${FT_AVERAGE:+--average-last "$FT_AVERAGE"} \
+        "${args[@]}"
     done
   done
 done

@@ -256,15 +256,48 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         "k18-ref-s1: best test 30.0 valid 30.0; last test 30.0 valid 30.0\n"
         "k18-drop0.1-s1: best test 38.5 valid 39.0; last test 38.5 valid 39.0\n"
         "k9-drop0-s1: best test 20.0 valid 20.0; last test 20.0 valid 20.0\n"
+        "imp18-drop0.1-s1: best test 38.75 valid 39.0; last test 38.75 valid 39.0\n"
+    )
+    # stage 6q: head importance's fine-tunes (their final model, "last", is the recipe's) and
+    # averages of the last checkpoints; a DSP line there does not add a run to stage 6o's
+    (tmp_path / "checkpoint-averaging.txt").write_text(
+        "imp18-s2: best test 37.0 valid 37.0; last test 38.25 valid 38.5; valid loss 3.9\n"
+        "imp18-s2: avg3 test 38.0 valid 39.0\n"
+        "imp18-s2: avg5 test 37.75 valid 38.0\n"
+        "k18-s1: best test 38.5 valid 39.0; last test 38.5 valid 39.0\n"
+        "k18-s1: avg3 test 38.0 valid 38.0\n"
+        "k18-s1: avg5 test 39.5 valid 39.5\n"
     )
     out = report_text(tmp_path)
     lines = out.splitlines()
+    assert (
+        "| head importance, one-shot + reconstruct + fine-tune at dropout 0.1, final model "
+        "(session 14's default) | 18 | 2 | 38.50 | 38.25-38.75 |" in lines
+    )
+    assert "| imp18-s2 | 38.25 (38.50) | 38.00 (39.00) | 37.75 (38.00) |" in lines
+    assert (
+        "| mean change against the final model | | -0.38 (-0.25), valid up in 1 of 2 "
+        "| +0.25 (+0.00), valid up in 1 of 2 |" in lines
+    )
+    same_ft = next(
+        line
+        for line in lines
+        if "final model): DSP (default gates, default recovery) + fine-tune at" in line
+    )
+    assert "H/4: -0.25 vs head importance" in same_ft and "largest range 0.50: inside it" in same_ft
+    assert same_ft.endswith("| **not met** |")
+    # since session 15 the recipe's model is the average of the last 3 checkpoints: the avg3
+    # lines are its runs, for DSP (kK-sS) and for head importance (impK-sS)
+    avg_ft = next(line for line in lines if "since session 15, dropout 0.1, average" in line)
+    assert "H/4: +0.00 vs head importance" in avg_ft and avg_ft.endswith("| met |")
+    avg_goal = next(line for line in lines if "average of the last 3 checkpoints): DSP" in line)
+    assert "H/4: 38.00, 2.00 below (limit 1.0)" in avg_goal and "H/2: not run" in avg_goal
     assert any(line.startswith("| pipelined DSP, default gates") and "fine-tune at dropout 0.1"
                in line and line.endswith("| 38.50 (39.00) |  |  |") for line in lines)  # fmt: skip
     new_default = next(
         line
         for line in lines
-        if line.startswith("| 270-update fine-tune (the recipes' default: labels, dropout 0.1)")
+        if line.startswith("| 270-update fine-tune (session 14's default: labels, dropout 0.1")
     )
     assert "H/4: 38.25 (mean of 2), 1.75 below (limit 1.0)" in new_default
     assert "H/2: not run" in new_default and "H/8: not run" in new_default
@@ -357,14 +390,22 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert "H/2: 39.80, 0.20 below (limit 0.3)" in kd and "H/8: not run" in kd
     # --marker recovery: the README's short version in its own block, best per stage in bold
     doc = tmp_path / "README.md"
-    doc.write_text("a\n<!-- recovery-summary -->\nstale table\n<!-- /recovery-summary -->\nb\n")
+    doc.write_text(
+        "a\n<!-- recovery-summary -->\nstale table\n<!-- /recovery-summary -->\nb\n"
+        "<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n"
+    )
     subprocess.run(
         [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
          "recovery", "--splice", doc],
         check=True,
     )  # fmt: skip
     text = doc.read_text()
-    assert text.startswith("a\n<!-- recovery-summary -->\n") and text.endswith("b\n")
+    assert text.startswith("a\n<!-- recovery-summary -->\n")
+    # the table of what the recipes give: means (range, runs) of the default path and its rival
+    assert (
+        "| 18 of 72 (H/4) | 34.25 (1 run) | 38.00 (1 run) | 34.00 (1 run) | 38.00 (1 run) |" in text
+    )
+    assert "| 9 of 72 (H/8) | - | - | - | - |" in text
     assert "stale table" not in text and "| heads chosen by | K = 18 (H/4) |" in text
     assert (
         "| pipelined DSP, plain gates (labels, frozen model) | - / 33.00 / **35.00** | - / **38.50** / **39.80** | - / - / - |"

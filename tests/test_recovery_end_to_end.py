@@ -137,3 +137,27 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     # the preset's fine-tune dropout (0.1 for cpu-small), not its training dropout (0.2)
     assert " dropout=0.1," in (save / "train.log").read_text()  # fairseq's logged model config
     assert (save / "pruned.pt").is_file()
+    # the preset's --average-last 3: pruned.pt is the mean of the final model and the two
+    # checkpoints fairseq saved before it (a checkpoint every update here: a tenth of 6, rounded up)
+    final = load_checkpoint(str(save / "checkpoint_last.pt"))
+    final_update = final["optimizer_history"][-1]["num_updates"]
+    saved = sorted((int(p.stem.split("_")[-1]), p) for p in save.glob("checkpoint_*_*.pt"))
+    older = [p for update, p in saved if update < final_update][-2:]
+    assert final_update == 6 and len(older) == 2
+    models = [load_checkpoint(str(p))["model"] for p in older] + [final["model"]]
+    averaged = load_checkpoint(str(save / "pruned.pt"))
+    assert "dsp_kept_heads" in averaged
+    moved = 0
+    for name, tensor in averaged["model"].items():
+        if tensor.is_floating_point():
+            torch.testing.assert_close(tensor, sum(m[name] for m in models) / 3)
+            moved += not torch.equal(tensor, final["model"][name])
+    assert moved  # not the final model itself
+    assert 0 < valid_loss(corpus, save / "pruned.pt") < 20  # fairseq loads and scores it
+    bad = run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned",
+              plain, "--save-dir", tmp_path / "ft2", "--preset", "cpu-small", "--average-last", "11",
+              check=False)  # fmt: skip
+    assert (
+        bad.returncode == 1
+        and "--average-last takes a number of checkpoints from 1 to 10" in bad.stderr
+    )

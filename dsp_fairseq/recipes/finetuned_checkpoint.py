@@ -1,25 +1,42 @@
-"""Write the model of ``finetune-pruned.sh``: its best checkpoint with the kept-head record.
+"""Write the model of ``finetune-pruned.sh``: its best checkpoint (or the average of its last
+checkpoints) with the kept-head record.
 
     python -m dsp_fairseq.recipes.finetuned_checkpoint --best BEST.pt --source PRUNED.pt \
         --output OUT.pt
+    python -m dsp_fairseq.recipes.finetuned_checkpoint --average-last N --save-dir DIR \
+        --source PRUNED.pt --output OUT.pt
+    python -m dsp_fairseq.recipes.finetuned_checkpoint --average C1.pt C2.pt ... \
+        --source PRUNED.pt --output OUT.pt
 
 fairseq-train saves only its own keys, so a fine-tuned stripped model loses ``dsp-strip``'s
 record of which original heads it kept (``dsp_kept_heads``), which head maps
 (``dsp-plot-heads``, the sweep's plots) and provenance need. The record is copied from the
 stripped model the fine-tune started from, after checking that both models have the same heads
 per attention. The output is written atomically; an output that already carries the record
-and is newer than BEST is left alone, so reruns do not touch it.
+and is newer than its inputs is left alone, so reruns do not touch it.
+
+``--average`` averages the models' parameters, as fairseq's ``scripts/average_checkpoints.py``
+does (not installed with the fairseq package); ``--average-last N`` averages a fine-tune's
+final model (``checkpoint_last.pt``) with the N - 1 interval checkpoints
+(``checkpoint_EPOCH_UPDATES.pt``, from ``--save-interval-updates``) saved before it. The last
+checkpoints of a fine-tune at a constant learning rate, averaged, are a cheap stand-in for
+annealing it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from typing import Dict, List, Sequence
+
+import torch
 
 from ..checkpoint_io import CheckpointError, load_checkpoint, model_args, save_checkpoint_atomic
 
 RECORD = "dsp_kept_heads"
+_INTERVAL_CHECKPOINT = re.compile(r"checkpoint_\d+_(\d+)\.pt$")
 
 
 def with_kept_heads(best: dict, source: dict) -> dict:
@@ -39,22 +56,111 @@ def with_kept_heads(best: dict, source: dict) -> dict:
     return {**best, RECORD: record}
 
 
+def average_models(states: Sequence[dict]) -> dict:
+    """The last state with its ``model`` replaced by the mean of all states' models.
+
+    Every state must hold the same parameter names and shapes (checkpoints of one fine-tune);
+    floating-point tensors are averaged in float64 and cast back, others must agree.
+    """
+    if not states:
+        raise CheckpointError("nothing to average: no checkpoint given")
+    models: List[Dict[str, torch.Tensor]] = [state["model"] for state in states]
+    first = models[0]
+    for i, model in enumerate(models[1:], start=2):
+        if model.keys() != first.keys():
+            raise CheckpointError(
+                f"checkpoint {i} has other parameters than checkpoint 1: "
+                "average checkpoints of one fine-tune only"
+            )
+        for name, tensor in model.items():
+            if tensor.shape != first[name].shape:
+                raise CheckpointError(
+                    f"{name}: shape {tuple(tensor.shape)} in checkpoint {i}, "
+                    f"{tuple(first[name].shape)} in checkpoint 1: not the same model"
+                )
+    averaged = {}
+    for name, tensor in first.items():
+        if tensor.is_floating_point():
+            total = sum(model[name].double() for model in models)
+            averaged[name] = (total / len(models)).to(tensor.dtype)
+        else:
+            if any(not torch.equal(model[name], tensor) for model in models):
+                raise CheckpointError(
+                    f"{name}: a non-float tensor that differs between checkpoints"
+                )
+            averaged[name] = tensor.clone()
+    return {**states[-1], "model": averaged}
+
+
+def num_updates(state: dict) -> int:
+    """The update count a fairseq checkpoint was saved at."""
+    try:
+        return int(state["optimizer_history"][-1]["num_updates"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise CheckpointError("not a fairseq-train checkpoint: no optimizer history") from None
+
+
+def last_checkpoints(save_dir: str, n: int) -> List[str]:
+    """``checkpoint_last.pt`` of SAVE_DIR and the N - 1 interval checkpoints saved before it,
+    oldest first. Refuses when the folder holds fewer than N distinct checkpoints."""
+    if n < 1:
+        raise CheckpointError(f"--average-last takes a positive number of checkpoints, not {n}")
+    last = os.path.join(save_dir, "checkpoint_last.pt")
+    final_update = num_updates(load_checkpoint(last))
+    intervals = []
+    for name in os.listdir(save_dir):
+        match = _INTERVAL_CHECKPOINT.fullmatch(name)
+        # an interval checkpoint at the final update is the same model as checkpoint_last.pt
+        if match and int(match.group(1)) < final_update:
+            intervals.append((int(match.group(1)), os.path.join(save_dir, name)))
+    if len(intervals) < n - 1:
+        raise CheckpointError(
+            f"{save_dir}: {len(intervals) + 1} checkpoints to average, {n} asked for; "
+            "fine-tune with --save-interval-updates and --keep-interval-updates of at least "
+            f"{n - 1} (finetune-pruned.sh --average-last does)"
+        )
+    ordered = [path for _, path in sorted(intervals)]
+    return ordered[len(ordered) - (n - 1) :] + [last]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--best", required=True, help="fine-tuned checkpoint (checkpoint_best.pt)")
+    inputs = parser.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--best", help="fine-tuned checkpoint (checkpoint_best.pt)")
+    inputs.add_argument(
+        "--average", nargs="+", metavar="CKPT", help="checkpoints of one fine-tune to average"
+    )
+    inputs.add_argument(
+        "--average-last",
+        type=int,
+        metavar="N",
+        help="average checkpoint_last.pt of --save-dir with the N - 1 interval checkpoints before it",
+    )
+    parser.add_argument("--save-dir", help="the fine-tune's folder (with --average-last)")
     parser.add_argument("--source", required=True, help="the dsp-strip output it started from")
     parser.add_argument("--output", required=True, help="where to write the fine-tuned model")
     args = parser.parse_args(argv)
+    if args.average_last is not None and not args.save_dir:
+        parser.error("--average-last needs --save-dir")
     try:
-        if os.path.isfile(args.output) and os.path.getmtime(args.output) >= os.path.getmtime(
-            args.best
+        if args.average_last is not None:
+            paths = last_checkpoints(args.save_dir, args.average_last)
+        else:
+            paths = args.average or [args.best]
+        inputs_exist = all(os.path.isfile(path) for path in paths)
+        if (
+            inputs_exist
+            and os.path.isfile(args.output)
+            and os.path.getmtime(args.output) >= max(os.path.getmtime(path) for path in paths)
         ):
             if isinstance(load_checkpoint(args.output).get(RECORD), dict):
                 return 0
-        state = with_kept_heads(load_checkpoint(args.best), load_checkpoint(args.source))
-        save_checkpoint_atomic(state, args.output, mode_like=args.best)
+        states = [load_checkpoint(path) for path in paths]
+        fine_tuned = average_models(states) if len(states) > 1 else states[0]
+        state = with_kept_heads(fine_tuned, load_checkpoint(args.source))
+        save_checkpoint_atomic(state, args.output, mode_like=paths[-1])
     except (CheckpointError, OSError) as err:
         print(f"finetuned_checkpoint: error: {err}", file=sys.stderr)
         return 2

@@ -5,7 +5,7 @@
 #
 #   finetune-pruned.sh --data DIR --pruned PRUNED.pt --save-dir DIR [--max-update N]
 #                      [--preset iwslt|cpu-small] [--seed S] [--teacher BASE.pt]
-#                      [--dropout P] [--train-args "ARGS"]
+#                      [--dropout P] [--average-last N] [--train-args "ARGS"]
 #                      [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --pruned      a checkpoint written by dsp-strip (the removed heads stay removed, which is
@@ -22,15 +22,21 @@
 #               regularise, and 0.1 measured better on valid than 0.2 at K = 9, 18 and 36,
 #               bench/RESULTS.md "The fine-tune's dropout"; the preset's training dropout, 0.3,
 #               for iwslt, where it is not measured)
-# Output: SAVE_DIR/checkpoint_best.pt (lowest validation loss; a stripped model that
-# fairseq-generate --user-dir "$(dsp-user-dir)" loads), SAVE_DIR/pruned.pt (the same model with
-# dsp-strip's record of the kept head indices, for head maps),
-# SAVE_DIR/train.log. An interrupted run resumes from checkpoint_last.pt; a finished one is
-# skipped.
+# --average-last  N: pruned.pt is the average of the run's last N checkpoints (one every tenth
+#               of the run, so N <= 10; 1: the best checkpoint by validation loss, as fairseq
+#               keeps it); default: the preset's, 3 for cpu-small (better on valid than the
+#               final model on average, bench/RESULTS.md "Averaging the last checkpoints"), 1
+#               for iwslt, not measured
+# Output: SAVE_DIR/pruned.pt, the fine-tuned model (the average of the last N checkpoints, or
+# with --average-last 1 checkpoint_best.pt, the lowest validation loss), with dsp-strip's record
+# of the kept head indices, for head maps: a stripped model that fairseq-generate --user-dir
+# "$(dsp-user-dir)" and dsp-export-ct2 load; SAVE_DIR/train.log. An interrupted run resumes
+# from checkpoint_last.pt; a finished one is skipped.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" PRUNED="" SAVE="" MAX_UPDATE=270 PRESET=${PRESET:-iwslt} SEED=1 TRAIN_ARGS="" TEACHER="" DROPOUT=""
+AVERAGE_LAST=""
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -42,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --seed) SEED=$2; shift 2 ;;
     --teacher) TEACHER=$2; shift 2 ;;
     --dropout) DROPOUT=$2; shift 2 ;;
+    --average-last) AVERAGE_LAST=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
@@ -63,6 +70,16 @@ fi
 preset_args "$PRESET" optim
 DROPOUT=${DROPOUT:-$(preset_finetune_dropout "$PRESET")}
 [[ $DROPOUT =~ ^(0(\.[0-9]+)?|1(\.0+)?)$ ]] || die "--dropout takes a probability between 0 and 1, not '$DROPOUT'"
+AVERAGE_LAST=${AVERAGE_LAST:-$(preset_finetune_average "$PRESET")}
+[[ $AVERAGE_LAST =~ ^[0-9]+$ && $AVERAGE_LAST -ge 1 && $AVERAGE_LAST -le 10 ]] ||
+  die "--average-last takes a number of checkpoints from 1 to 10, not '$AVERAGE_LAST'"
+SAVE_EVERY=()
+if (( AVERAGE_LAST > 1 )); then
+  # a checkpoint every tenth of the run (fairseq writes none at an epoch's end, where
+  # checkpoint_last.pt is the model, and one at the last update unless it ends an epoch: so
+  # N are kept, of which N - 1 or N are older than checkpoint_last.pt)
+  SAVE_EVERY=(--save-interval-updates $(( (MAX_UPDATE + 9) / 10 )) --keep-interval-updates "$AVERAGE_LAST")
+fi
 split_words USER_ARGS "$TRAIN_ARGS"
 mkdir -p "$SAVE"
 
@@ -76,12 +93,18 @@ if [[ ! -f $SAVE/.done ]]; then
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     --lr-scheduler fixed --warmup-updates 20 --lr 3e-4 --dropout "$DROPOUT" "${SHAPE[@]}" --finetune-from-model "$PRUNED" \
     "${CRITERION[@]}" --max-update "$MAX_UPDATE" --save-dir "$SAVE" \
-    --no-epoch-checkpoints --seed "$SEED" --log-format json "${USER_ARGS[@]}" "${EXTRA[@]}"
+    --no-epoch-checkpoints "${SAVE_EVERY[@]}" --seed "$SEED" --log-format json "${USER_ARGS[@]}" "${EXTRA[@]}"
   need_file "$SAVE/checkpoint_best.pt" "fairseq-train finished without a best checkpoint; see $SAVE/train.log"
   touch "$SAVE/.done"
 fi
-# checkpoint_best.pt plus dsp-strip's record of the original head indices kept (fairseq-train
-# drops it; head maps need it); left alone when already written
-python -m dsp_fairseq.recipes.finetuned_checkpoint --best "$SAVE/checkpoint_best.pt" \
+# checkpoint_best.pt (or the average of the last checkpoints) plus dsp-strip's record of the
+# original head indices kept (fairseq-train drops it; head maps need it); left alone when
+# already written
+if (( AVERAGE_LAST > 1 )); then
+  MODEL=(--average-last "$AVERAGE_LAST" --save-dir "$SAVE")
+else
+  MODEL=(--best "$SAVE/checkpoint_best.pt")
+fi
+python -m dsp_fairseq.recipes.finetuned_checkpoint "${MODEL[@]}" \
   --source "$PRUNED" --output "$SAVE/pruned.pt" || die "cannot write $SAVE/pruned.pt (see above)"
 echo "done: $SAVE/pruned.pt"

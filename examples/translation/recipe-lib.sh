@@ -102,6 +102,12 @@ preset_args() {
 # training dropout, not measured.
 preset_finetune_dropout() { case $1 in iwslt) echo 0.3 ;; cpu-small) echo 0.1 ;; esac; }
 
+# Checkpoints averaged into the model of the short fine-tune (finetune-pruned.sh --average-last):
+# measured on Multi30k (cpu-small: the last 3 of a checkpoint every tenth of the run beat the
+# final model on valid on average, bench/RESULTS.md "Averaging the last checkpoints"); iwslt keeps
+# the best checkpoint, not measured.
+preset_finetune_average() { case $1 in iwslt) echo 1 ;; cpu-small) echo 3 ;; esac; }
+
 # Default number of training updates per preset (baseline and joint DSP).
 preset_max_update() { case $1 in iwslt) echo 50000 ;; cpu-small) echo 4000 ;; esac; }
 

@@ -23,8 +23,9 @@
 #              METHOD+ft (e.g. dsp+ft)           METHOD's stripped model of the same K after
 #                                                a short fine-tune with its kept heads fixed
 #                                                (finetune-pruned.sh, --finetune-updates N,
-#                                                default 270, --finetune-dropout P, default
-#                                                the recipe's; the same for every method);
+#                                                default 270, --finetune-dropout P and
+#                                                --finetune-average-last N, default the
+#                                                recipe's; the same for every method);
 #                                                list it after METHOD
 #              METHOD+rec (e.g. dsp+rec)         METHOD's stripped model refit against the
 #                                                unpruned model (dsp-reconstruct, no
@@ -66,7 +67,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
-PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" VALID=0 RECOVERY=reconstruct REC_ARGS=""
+PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" FT_AVERAGE="" VALID=0 RECOVERY=reconstruct REC_ARGS=""
 OBJECTIVE="" GATE_INIT=""
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -88,6 +89,7 @@ while [[ $# -gt 0 ]]; do
     --no-plots) PLOTS=0; shift ;;
     --finetune-updates) FT_UPDATES=$2; shift 2 ;;
     --finetune-dropout) FT_DROPOUT=$2; shift 2 ;;
+    --finetune-average-last) FT_AVERAGE=$2; shift 2 ;;
     --valid) VALID=1; shift ;;
     --recovery) RECOVERY=$2; shift 2 ;;
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
@@ -221,7 +223,8 @@ for m in "${METHOD_LIST[@]}"; do
           [[ $op == kd ]] && teacher=(--teacher "$BASE")
           bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$source_ckpt" \
             --save-dir "$row" --max-update "$FT_UPDATES" --preset "$PRESET" --seed "$SEED" \
-            "${teacher[@]}" ${FT_DROPOUT:+--dropout "$FT_DROPOUT"} --train-args "$TRAIN_ARGS"
+            "${teacher[@]}" ${FT_DROPOUT:+--dropout "$FT_DROPOUT"} \
+            ${FT_AVERAGE:+--average-last "$FT_AVERAGE"} --train-args "$TRAIN_ARGS"
         fi
         ckpt=$row/pruned.pt ;;
       dsp|dsp-ref|dsp-st|ste|hard-concrete)
