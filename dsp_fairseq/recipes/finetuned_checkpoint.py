@@ -5,8 +5,6 @@ checkpoints) with the kept-head record.
         --output OUT.pt
     python -m dsp_fairseq.recipes.finetuned_checkpoint --average-last N --save-dir DIR \
         --source PRUNED.pt --output OUT.pt
-    python -m dsp_fairseq.recipes.finetuned_checkpoint --average C1.pt C2.pt ... \
-        --source PRUNED.pt --output OUT.pt
 
 fairseq-train saves only its own keys, so a fine-tuned stripped model loses ``dsp-strip``'s
 record of which original heads it kept (``dsp_kept_heads``), which head maps
@@ -15,10 +13,10 @@ stripped model the fine-tune started from, after checking that both models have 
 per attention. The output is written atomically; an output that already carries the record
 and is newer than its inputs is left alone, so reruns do not touch it.
 
-``--average`` averages the models' parameters, as fairseq's ``scripts/average_checkpoints.py``
-does (not installed with the fairseq package); ``--average-last N`` averages a fine-tune's
-final model (``checkpoint_last.pt``) with the N - 1 interval checkpoints
-(``checkpoint_EPOCH_UPDATES.pt``, from ``--save-interval-updates``) saved before it. The last
+``--average-last N`` averages the parameters of a fine-tune's final model
+(``checkpoint_last.pt``) with the N - 1 interval checkpoints (``checkpoint_EPOCH_UPDATES.pt``,
+from ``--save-interval-updates``) saved before it, as fairseq's
+``scripts/average_checkpoints.py`` does (not installed with the fairseq package). The last
 checkpoints of a fine-tune at a constant learning rate, averaged, are a cheap stand-in for
 annealing it.
 """
@@ -130,9 +128,6 @@ def main(argv=None) -> int:
     inputs = parser.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--best", help="fine-tuned checkpoint (checkpoint_best.pt)")
     inputs.add_argument(
-        "--average", nargs="+", metavar="CKPT", help="checkpoints of one fine-tune to average"
-    )
-    inputs.add_argument(
         "--average-last",
         type=int,
         metavar="N",
@@ -148,7 +143,7 @@ def main(argv=None) -> int:
         if args.average_last is not None:
             paths = last_checkpoints(args.save_dir, args.average_last)
         else:
-            paths = args.average or [args.best]
+            paths = [args.best]
         inputs_exist = all(os.path.isfile(path) for path in paths)
         if (
             inputs_exist
