@@ -9,14 +9,19 @@ from robustness_helpers import checkpoint_state
 from train_helpers import batch, fairseq_cfg, tiny_task
 
 from dsp_fairseq.checkpoint_io import save_checkpoint_atomic
-from dsp_fairseq.criterions.distillation import DSPDistillationCriterion, distillation_kl
+from dsp_fairseq.criterions.distillation import (
+    DSPDistillationCriterion,
+    distillation_kl,
+    hidden_state_distance,
+)
 
 
-def _criterion(task, teacher_path, weight, temperature=1.0, smoothing=0.1):
+def _criterion(task, teacher_path, weight, temperature=1.0, smoothing=0.1, hidden=0.0):
     cfg = fairseq_cfg(
         "--criterion", "dsp_distillation", "--teacher", str(teacher_path),
         "--distill-weight", str(weight), "--distill-temperature", str(temperature),
         "--label-smoothing", str(smoothing), "--max-update", "10",
+        "--distill-hidden-weight", str(hidden),
     )  # fmt: skip
     return DSPDistillationCriterion.build_criterion(cfg.criterion, task), cfg
 
@@ -93,8 +98,69 @@ def test_bad_options_are_refused(setup, tmp_path):
         _criterion(task, path, 1.5)
     with pytest.raises(ValueError, match="--distill-temperature"):
         _criterion(task, path, 0.5, temperature=0)
+    with pytest.raises(ValueError, match="--distill-hidden-weight"):
+        _criterion(task, path, 0.5, hidden=-1)
     with pytest.raises(ValueError, match="--teacher"):
         _criterion(task, tmp_path / "missing.pt", 0.5)
     other = tiny_task(n_words=30)  # other dictionaries than the teacher's
     with pytest.raises(ValueError, match="do not fit"):
         _criterion(other, path, 0.5)
+
+
+def _states_by_hand(model, sample):
+    """The encoder output and each decoder layer's output, from fairseq's own modules."""
+    net = sample["net_input"]
+    enc = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
+    _, extra = model.decoder(net["prev_output_tokens"], encoder_out=enc)
+    return enc["encoder_out"][0], extra["inner_states"][1:], enc["encoder_padding_mask"]
+
+
+def test_hidden_state_term_by_hand_and_zero_for_the_teacher(setup):
+    task, teacher, student, path = setup
+    sample = batch(task, n=6)
+    student.eval()
+    teacher.eval()
+    ce, _ = _criterion(task, path, 0.0)
+    hid, _ = _criterion(task, path, 0.0, hidden=2.0)
+    loss_ce, _, _ = ce(student, sample)
+    loss, _, log = hid(student, sample)
+    # by hand: mean over features of the squared difference, summed over the source tokens
+    # (encoder output) and target tokens (each decoder layer), averaged over the states
+    with torch.no_grad():
+        s_enc, s_dec, pad = _states_by_hand(student, sample)
+        t_enc, t_dec, _ = _states_by_hand(teacher, sample)
+    src_keep = (
+        ~pad[0] if pad and pad[0].any() else torch.ones(s_enc.shape[1], s_enc.shape[0]).bool()
+    )
+    tgt_keep = sample["target"].ne(task.target_dictionary.pad())
+    terms = [((s_enc - t_enc) ** 2).mean(-1).t()[src_keep].sum()]
+    terms += [((s - t) ** 2).mean(-1).t()[tgt_keep].sum() for s, t in zip(s_dec, t_dec)]
+    by_hand = sum(terms) / len(terms)
+    assert len(s_dec) == student.decoder.num_layers and by_hand > 0
+    torch.testing.assert_close(log["distill_hidden"], float(by_hand), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(loss, loss_ce + 2.0 * by_hand, rtol=1e-5, atol=1e-4)
+    assert "distill_kl" not in log  # weight 0: no KL term
+    # the student that is the teacher: no distance, so the loss is label-smoothed CE alone
+    loss_t, _, log_t = hid(teacher, sample)
+    assert abs(log_t["distill_hidden"]) < 1e-8
+    torch.testing.assert_close(loss_t, ce(teacher, sample)[0])
+    # a few steps on the term alone bring the student's states towards the teacher's
+    opt = torch.optim.SGD(student.parameters(), lr=0.05)
+    before = log["distill_hidden"]
+    for _ in range(5):
+        opt.zero_grad()
+        (hid(student, sample)[0] - ce(student, sample)[0]).backward()
+        opt.step()
+    assert hid(student, sample)[2]["distill_hidden"] < before
+
+
+def test_hidden_state_distance_masks_positions_and_checks_shapes():
+    s = [torch.ones(3, 2, 4), torch.zeros(5, 2, 4)]
+    t = [torch.zeros(3, 2, 4), torch.zeros(5, 2, 4)]
+    keep = [torch.tensor([[True, True, False], [True, False, False]]), torch.ones(2, 5).bool()]
+    # state 0: 3 kept positions at distance 1, state 1: none; averaged over 2 states
+    assert float(hidden_state_distance(s, t, keep)) == 1.5
+    with pytest.raises(ValueError, match="does not match"):
+        hidden_state_distance([torch.ones(3, 2, 4)], [torch.ones(3, 2, 5)], keep[:1])
+    with pytest.raises(ValueError, match="same layers"):
+        hidden_state_distance(s, t[:1], keep)
