@@ -146,13 +146,47 @@ LABELS[FT_AVG_METHOD] = _DEFAULT_GATES_BEST + _AT_DEFAULT
 LABELS[IMP_FT_AVG_METHOD] = _IMPORTANCE_REC + _AT_DEFAULT
 
 
+# bench/recovery/gate-layer-distillation.txt (stage 6r, session 16): prune-pipelined.sh with
+# layer distillation in the gate run (its default since), one line per run,
+# "gK-sS: own valid V; refit valid V; best CHOSEN test T valid V", and the recipe's fine-tune of
+# gate seed S's model, "ftK-sS: best test T valid V; last test ..." (best = the average of the
+# last 3, the recipe's model; fine-tune seed 1)
+GATE_LAYERS_FILE = "gate-layer-distillation.txt"
+LAYER_GATES_BEST = "gate-layers:dsp+best"
+LAYER_GATES_FT = f"gate-layers:dsp+best+ft@dropout0.1,avg{DEFAULT_AVERAGE}"
+_LAYER_GATES_BEST = (
+    "pipelined DSP, default gates since session 16 (KL + layer distillation + out_proj,fc2, "
+    "started from head importance) + best of own weights or reconstruct on valid"
+)
+LABELS[LAYER_GATES_BEST] = _LAYER_GATES_BEST
+LABELS[LAYER_GATES_FT] = _LAYER_GATES_BEST + _AT_DEFAULT
+
+
+def gate_layer_runs(path: str) -> dict:
+    """{K: [(test, valid), ...]} (seed order) of the "gK-sS" lines of a gate-layer-distillation
+    file: the recipe's model (the better of own weights and refit on valid) on test and valid."""
+    found: dict = {}
+    if os.path.isfile(path):
+        for line in open(path, encoding="utf-8"):
+            m = re.match(
+                r"g([0-9]+)-s([0-9]+): own valid [0-9.]+; refit valid [0-9.]+; "
+                r"best \S+ test ([0-9.]+) valid ([0-9.]+)",
+                line,
+            )
+            if m:
+                runs = found.setdefault(int(m.group(1)), [])
+                runs.append((int(m.group(2)), (float(m.group(3)), float(m.group(4)))))
+    return {k: [scores for _, scores in sorted(r)] for k, r in found.items()}
+
+
 def averaging_runs(runs: dict, start: str, model) -> dict:
-    """{K: [(test, valid), ...]} of the checkpoint-averaging runs "STARTK-sS" (seed order):
-    MODEL is "last" (the final model) or N (the average of the last N checkpoints)."""
+    """{K: [(test, valid), ...]} of the fine-tune runs "STARTK-sS" (seed order): MODEL is
+    "last" (the final model), "best" (the recipe's pruned.pt) or N (the average of the last N
+    checkpoints)."""
     found: dict = {}
     for name, run in runs.items():
         m = re.fullmatch(re.escape(start) + r"([0-9]+)-s([0-9]+)", name)
-        scores = run.get("last") if model == "last" else run["avg"].get(model)
+        scores = run.get(model) if model in ("last", "best") else run["avg"].get(model)
         if m and scores:
             found.setdefault(int(m.group(1)), []).append((int(m.group(2)), scores))
     return {k: [scores for _, scores in sorted(r)] for k, r in found.items()}
@@ -301,6 +335,7 @@ def main() -> int:
             )
     settings_file = os.path.join(args.dir, FT_SETTINGS_FILE)
     averaged = fine_tune_lines(os.path.join(args.dir, AVERAGING_FILE))
+    layers_file = os.path.join(args.dir, GATE_LAYERS_FILE)
     imp_runs = finetune_setting_runs(settings_file, FT_DEFAULT_SETTING, start="imp")
     # the final models of stage 6q's importance runs are session 14's default fine-tune of it
     # (its DSP runs repeat stage 6o's, which are already read)
@@ -311,6 +346,8 @@ def main() -> int:
         (IMP_FT_DEFAULT_METHOD, imp_runs),
         (FT_AVG_METHOD, averaging_runs(averaged, "k", DEFAULT_AVERAGE)),
         (IMP_FT_AVG_METHOD, averaging_runs(averaged, "imp", DEFAULT_AVERAGE)),
+        (LAYER_GATES_BEST, gate_layer_runs(layers_file)),
+        (LAYER_GATES_FT, averaging_runs(fine_tune_lines(layers_file), "ft", "best")),
     ):
         for k, runs in ft_runs.items():  # the first run is the cell, the others its spread
             cells[(method, k)] = runs[0]
@@ -503,9 +540,13 @@ def run_values(cells: dict, seeds: dict, method: str, k: int) -> list:
 def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
     """The README's table of what the recipes give today: DSP's one command and head
     importance + reconstruct, each without training and after the recipe's fine-tune."""
+    layers = any(m == LAYER_GATES_BEST for m, _ in cells)  # session 16's default gates, if run
     columns = (
-        (f"{DEFAULT_GATES}:dsp+best", "DSP, the one command (no fine-tune)"),
-        (FT_AVG_METHOD, "DSP + fine-tune"),
+        (
+            LAYER_GATES_BEST if layers else f"{DEFAULT_GATES}:dsp+best",
+            "DSP, the one command (no fine-tune)",
+        ),
+        (LAYER_GATES_FT if layers else FT_AVG_METHOD, "DSP + fine-tune"),
         ("importance+rec", "head importance + reconstruct (no fine-tune)"),
         (IMP_FT_AVG_METHOD, "head importance + reconstruct + fine-tune"),
     )
@@ -521,7 +562,9 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
     lines = [
         f"Unpruned (72 heads): **{base['sacrebleu']:.2f}**. Cells: test_2016 sacreBLEU, mean "
         "(min-max, runs) over gate seeds (DSP), calibration samples (importance's refit) or "
-        "fine-tune seeds of one pruned model; the fine-tune is the recipe's (270 updates, "
+        "fine-tune seeds of one pruned model"
+        + ("; DSP + fine-tune: one fine-tune of each gate seed's model" if layers else "")
+        + "; the fine-tune is the recipe's (270 updates, "
         f"dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints); - not run.",
         "",
         "| heads kept | " + " | ".join(label for _, label in columns) + " |",
@@ -550,7 +593,8 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
                 continue
             b = statistics.mean(got)  # the mean where there are seeds
             runs = f" (mean of {len(got)})" if len(got) > 1 else ""
-            parts.append(f"{NAMES[k]}: {b:.2f}{runs}, {unpruned - b:.2f} below (limit {limit})")
+            gap = f"{unpruned - b:.2f} below" if b <= unpruned else f"{b - unpruned:.2f} above"
+            parts.append(f"{NAMES[k]}: {b:.2f}{runs}, {gap} (limit {limit})")
             failed = failed or unpruned - b > limit
         verdict = "**not met**" if failed else ("not measured yet" if missing else "met")
         return "; ".join(parts) + f" | {verdict} |"
@@ -602,6 +646,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         "of the gate run's own output layers, which the gate run trains, or the refit) within "
         "2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
         + within(default + "+best", {36: 2.0, 18: 6.0}),
+        "| retraining-free with the recipes' default since session 16 (layer distillation in the "
+        "gate run, best on valid of its own output layers or the refit): DSP within 2.0 BLEU of "
+        "unpruned at H/2, 6.0 at H/4 | " + within(LAYER_GATES_BEST, {36: 2.0, 18: 6.0}),
         "| retraining-free: DSP (plain gates) + reconstruct within 2.0 BLEU of unpruned at H/2, "
         "6.0 at H/4 | " + within("dsp+rec", {36: 2.0, 18: 6.0}),
         "| retraining-free: `dsp-pick-k --tolerance 0.5` removes at least a third of the heads | "
@@ -618,6 +665,10 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         f"average of the last {DEFAULT_AVERAGE} checkpoints): DSP (default gates, default "
         "recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(FT_AVG_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| 270-update fine-tune (the recipes' defaults since session 16: layer distillation in the "
+        f"gate run; fine-tune at dropout 0.1, average of the last {DEFAULT_AVERAGE}): DSP + "
+        "fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within(LAYER_GATES_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
         "| 270-update fine-tune from the gates' own start (the README's fine-tune path for K = 36 "
         "in sessions 10-13; dropout 0.2): DSP "
         "(KL + out_proj,fc2 gates, own start: `--gate-init none --recovery reconstruct`) + "
@@ -626,6 +677,11 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         + within(f"{PLAIN_START_GATES}:dsp+rec+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
         "| DSP (default gates, default recovery: best on valid) at least as good as every "
         "baseline + reconstruct | " + versus(default + "+best", REC_BASELINES),
+        "| DSP (the recipes' default gates since session 16, best on valid) at least as good as "
+        "every baseline + reconstruct | " + versus(LAYER_GATES_BEST, REC_BASELINES),
+        "| 270-update fine-tune (the recipes' defaults since session 16): DSP + fine-tune at least "
+        "as good as head importance + reconstruct + the same fine-tune | "
+        + versus(LAYER_GATES_FT, (IMP_FT_AVG_METHOD,)),
         "| 270-update fine-tune (session 14's default, dropout 0.1, final model): DSP (default "
         "gates, default recovery) + fine-tune at least as good as head importance + reconstruct + "
         "the same fine-tune | " + versus(FT_DEFAULT_METHOD, (IMP_FT_DEFAULT_METHOD,)),

@@ -1,6 +1,11 @@
 """One summary line for a fine-tuned model: sacreBLEU of its best and last checkpoint.
 
     python bench/score_line.py NAME DIR
+    python bench/score_line.py --gate NAME DIR
+
+With --gate, DIR is a prune-pipelined.sh folder with --recovery best (its recovery.json) and
+evaluate.sh's test/ of its pruned.pt: the line gives both candidates' validation scores and
+the chosen one's test and validation scores.
 
 DIR holds evaluate.sh's folders eval-test, eval-valid (the best checkpoint, pruned.pt) and
 last-test, last-valid (checkpoint_last.pt), each with its score.json. When DIR also holds the
@@ -35,7 +40,21 @@ def score_line(name: str, folder: str) -> str:
     return line if loss is None else f"{line}; valid loss {loss}"
 
 
+def gate_line(name: str, folder: str) -> str:
+    """ "NAME: own valid V; refit valid V; best CHOSEN test T valid V" of a pipelined run."""
+    recovery = json.load(open(f"{folder}/recovery.json"))
+    valid = recovery["valid_sacrebleu"]
+    test = json.load(open(f"{folder}/test/score.json"))["sacrebleu"]
+    chosen = recovery["chosen"]
+    return (
+        f"{name}: own valid {valid['none']}; refit valid {valid['reconstruct']}; "
+        f"best {chosen} test {test} valid {valid[chosen]}"
+    )
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    gate = args[:1] == ["--gate"]
+    if len(args) != 2 + gate:
         sys.exit(__doc__)
-    print(score_line(*sys.argv[1:]))
+    print(gate_line(*args[1:]) if gate else score_line(*args))

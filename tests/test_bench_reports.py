@@ -517,3 +517,77 @@ def test_score_line_reads_best_and_last_scores(tmp_path):
         '2026 | INFO | valid | {"epoch": 3, "valid_loss": "3.9", "valid_num_updates": "405"}\n'
     )
     assert score_line.score_line("m", str(tmp_path)).endswith("valid 32.4; valid loss 3.892")
+
+
+def test_gate_line_reads_the_recipes_choice_and_its_test_score(tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import score_line
+
+    (tmp_path / "recovery.json").write_text(json.dumps({
+        "recovery": "best", "chosen": "none",
+        "valid_sacrebleu": {"reconstruct": 35.67, "none": 36.1}, "valid_sacrebleu_chosen": 36.1,
+    }))  # fmt: skip
+    with pytest.raises(FileNotFoundError):  # no test decode yet: an error, not a blank
+        score_line.gate_line("g18-s1", str(tmp_path))
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "score.json").write_text(json.dumps({"sacrebleu": 34.94}))
+    line = score_line.gate_line("g18-s1", str(tmp_path))
+    assert line == "g18-s1: own valid 36.1; refit valid 35.67; best none test 34.94 valid 36.1"
+    import converged_report  # the report reads the line back
+
+    (tmp_path / "gate-layer-distillation.txt").write_text(line + "\n")
+    runs = converged_report.gate_layer_runs(str(tmp_path / "gate-layer-distillation.txt"))
+    assert runs == {18: [(34.94, 36.1)]}
+
+
+def test_converged_report_reads_the_layer_distilled_gates(tmp_path):
+    """Stage 6r's lines (session 16's default gates, gK-sS, and their fine-tunes, ftK-sS) are the
+    rows, spreads and goals of the recipes' default, and the README's table of defaults."""
+
+    def row(method, k, test, valid=None):
+        return {"method": method, "heads_to_keep": k, "sacrebleu": test, "valid_sacrebleu": valid}
+
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.0}))
+    (tmp_path / "results.json").write_text(
+        json.dumps([row("importance+rec", 18, 34.5), row("importance+rec", 36, 38.0)])
+    )
+    (tmp_path / "results-sweep-impinit.json").write_text(json.dumps([row("dsp+best", 18, 33.0)]))
+    (tmp_path / "gate-layer-distillation.txt").write_text(
+        "g18-s2: own valid 34.0; refit valid 35.0; best reconstruct test 35.5 valid 35.0\n"
+        "g18-s1: own valid 35.1; refit valid 35.7; best reconstruct test 34.5 valid 35.7\n"
+        "g36-s1: own valid 37.6; refit valid 38.7; best reconstruct test 38.0 valid 38.7\n"
+        "g9-s1: own valid 31.0; refit valid 28.0; best\n"  # unfinished: not a run
+        "ft18-s1: best test 39.0 valid 39.5; last test 38.5 valid 39.0; valid loss 3.9\n"
+        "ft36-s1: best test 40.25 valid 41.0; last test 40.0 valid 40.5\n"
+    )
+    lines = report_text(tmp_path).splitlines()
+    label = (
+        "pipelined DSP, default gates since session 16 (KL + layer distillation + out_proj,fc2, "
+        "started from head importance) + best of own weights or reconstruct on valid"
+    )
+    # seed order: seed 1 is the cell, seed 2 its spread
+    assert f"| {label} | 34.50 (35.70) | 38.00 (38.70) |  |" in lines
+    assert f"| {label} | 18 | 2 | 35.00 | 34.50-35.50 |" in lines
+    assert any(line.startswith(f"| {label} + fine-tune at dropout 0.1, average of the last 3")
+               and line.endswith("| 39.00 (39.50) | 40.25 (41.00) |  |") for line in lines)  # fmt: skip
+    goal = next(line for line in lines if "default since session 16 (layer distillation" in line)
+    assert "H/2: 38.00, 2.00 below (limit 2.0)" in goal
+    assert "H/4: 35.00 (mean of 2), 5.00 below (limit 6.0)" in goal and goal.endswith("| met |")
+    versus = next(line for line in lines if line.startswith("| DSP (the recipes' default gates"))
+    assert "H/4: +0.50 vs head importance, one-shot + reconstruct" in versus
+    assert "largest range 1.00: inside it" in versus and "H/2: +0.00" in versus
+    tuned = next(line for line in lines if "defaults since session 16: layer" in line)
+    assert "H/4: 39.00, 1.00 below (limit 1.0)" in tuned and "H/8: not run" in tuned
+    assert "H/2: 40.25, 0.25 above (limit 0.3)" in tuned  # above the unpruned model
+    # the README's table of what the recipes give reads the new gates, not session 15's
+    doc = tmp_path / "README.md"
+    doc.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n")
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
+         "recovery", "--splice", doc],
+        check=True,
+    )  # fmt: skip
+    assert (
+        "| 18 of 72 (H/4) | 35.00 (34.50-35.50, 2 runs) | 39.00 (1 run) | 34.50 (1 run) | - |"
+        in (doc.read_text())
+    )
