@@ -147,7 +147,7 @@ LABELS[IMP_FT_AVG_METHOD] = _IMPORTANCE_REC + _AT_DEFAULT
 
 
 # bench/recovery/gate-layer-distillation.txt (stage 6r, session 16): prune-pipelined.sh with
-# layer distillation in the gate run (its default since), one line per run,
+# layer distillation in the gate run (--train-args "--distill-hidden-weight 1"), one line per run,
 # "gK-sS: own valid V; refit valid V; best CHOSEN test T valid V", and the recipe's fine-tune of
 # gate seed S's model, "ftK-sS: best test T valid V; last test ..." (best = the average of the
 # last 3, the recipe's model; fine-tune seed 1)
@@ -155,8 +155,8 @@ GATE_LAYERS_FILE = "gate-layer-distillation.txt"
 LAYER_GATES_BEST = "gate-layers:dsp+best"
 LAYER_GATES_FT = f"gate-layers:dsp+best+ft@dropout0.1,avg{DEFAULT_AVERAGE}"
 _LAYER_GATES_BEST = (
-    "pipelined DSP, default gates since session 16 (KL + layer distillation + out_proj,fc2, "
-    "started from head importance) + best of own weights or reconstruct on valid"
+    "pipelined DSP, default gates with layer distillation in the gate run (KL + hidden states + "
+    "out_proj,fc2, started from head importance) + best of own weights or reconstruct on valid"
 )
 LABELS[LAYER_GATES_BEST] = _LAYER_GATES_BEST
 LABELS[LAYER_GATES_FT] = _LAYER_GATES_BEST + _AT_DEFAULT
@@ -540,13 +540,9 @@ def run_values(cells: dict, seeds: dict, method: str, k: int) -> list:
 def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
     """The README's table of what the recipes give today: DSP's one command and head
     importance + reconstruct, each without training and after the recipe's fine-tune."""
-    layers = any(m == LAYER_GATES_BEST for m, _ in cells)  # session 16's default gates, if run
     columns = (
-        (
-            LAYER_GATES_BEST if layers else f"{DEFAULT_GATES}:dsp+best",
-            "DSP, the one command (no fine-tune)",
-        ),
-        (LAYER_GATES_FT if layers else FT_AVG_METHOD, "DSP + fine-tune"),
+        (f"{DEFAULT_GATES}:dsp+best", "DSP, the one command (no fine-tune)"),
+        (FT_AVG_METHOD, "DSP + fine-tune"),
         ("importance+rec", "head importance + reconstruct (no fine-tune)"),
         (IMP_FT_AVG_METHOD, "head importance + reconstruct + fine-tune"),
     )
@@ -562,9 +558,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
     lines = [
         f"Unpruned (72 heads): **{base['sacrebleu']:.2f}**. Cells: test_2016 sacreBLEU, mean "
         "(min-max, runs) over gate seeds (DSP), calibration samples (importance's refit) or "
-        "fine-tune seeds of one pruned model"
-        + ("; DSP + fine-tune: one fine-tune of each gate seed's model" if layers else "")
-        + "; the fine-tune is the recipe's (270 updates, "
+        "fine-tune seeds of one pruned model; the fine-tune is the recipe's (270 updates, "
         f"dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints); - not run.",
         "",
         "| heads kept | " + " | ".join(label for _, label in columns) + " |",
@@ -646,9 +640,10 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         "of the gate run's own output layers, which the gate run trains, or the refit) within "
         "2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
         + within(default + "+best", {36: 2.0, 18: 6.0}),
-        "| retraining-free with the recipes' default since session 16 (layer distillation in the "
-        "gate run, best on valid of its own output layers or the refit): DSP within 2.0 BLEU of "
-        "unpruned at H/2, 6.0 at H/4 | " + within(LAYER_GATES_BEST, {36: 2.0, 18: 6.0}),
+        "| retraining-free with layer distillation in the gate run (session 16, an option: "
+        '`--train-args "--distill-hidden-weight 1"`, best on valid of its own output layers '
+        "or the refit): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
+        + within(LAYER_GATES_BEST, {36: 2.0, 18: 6.0}),
         "| retraining-free: DSP (plain gates) + reconstruct within 2.0 BLEU of unpruned at H/2, "
         "6.0 at H/4 | " + within("dsp+rec", {36: 2.0, 18: 6.0}),
         "| retraining-free: `dsp-pick-k --tolerance 0.5` removes at least a third of the heads | "
@@ -665,9 +660,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         f"average of the last {DEFAULT_AVERAGE} checkpoints): DSP (default gates, default "
         "recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(FT_AVG_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
-        "| 270-update fine-tune (the recipes' defaults since session 16: layer distillation in the "
-        f"gate run; fine-tune at dropout 0.1, average of the last {DEFAULT_AVERAGE}): DSP + "
-        "fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        "| 270-update fine-tune (the recipe's, dropout 0.1, average of the last "
+        f"{DEFAULT_AVERAGE}) of the gates with layer distillation (one fine-tune of each gate "
+        "seed's model): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(LAYER_GATES_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
         "| 270-update fine-tune from the gates' own start (the README's fine-tune path for K = 36 "
         "in sessions 10-13; dropout 0.2): DSP "
@@ -677,9 +672,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         + within(f"{PLAIN_START_GATES}:dsp+rec+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
         "| DSP (default gates, default recovery: best on valid) at least as good as every "
         "baseline + reconstruct | " + versus(default + "+best", REC_BASELINES),
-        "| DSP (the recipes' default gates since session 16, best on valid) at least as good as "
-        "every baseline + reconstruct | " + versus(LAYER_GATES_BEST, REC_BASELINES),
-        "| 270-update fine-tune (the recipes' defaults since session 16): DSP + fine-tune at least "
+        "| DSP (gates with layer distillation, best on valid) at least as good as every "
+        "baseline + reconstruct | " + versus(LAYER_GATES_BEST, REC_BASELINES),
+        "| 270-update fine-tune of the gates with layer distillation: DSP + fine-tune at least "
         "as good as head importance + reconstruct + the same fine-tune | "
         + versus(LAYER_GATES_FT, (IMP_FT_AVG_METHOD,)),
         "| 270-update fine-tune (session 14's default, dropout 0.1, final model): DSP (default "

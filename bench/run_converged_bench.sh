@@ -239,11 +239,9 @@ done
 # default; the plain fine-tune of importance + reconstruct at K = 36 for comparison
 # (--gate-init none: the gates these stages measured; since session 8 the recipes start them
 # from head importance, which the impinit stages pass explicitly)
-# (--distill-hidden-weight 0: the gates of sessions 7-15, before layer distillation: stage 6r)
-NO_LAYER_KD="--distill-hidden-weight 0"
 default_gates() {  # default_gates NAME KS SEED METHODS [GATE-ARGS]
   bash "$RECIPES/sweep.sh" "${SWEEP_DEFAULTS[@]}" --out "$WORK/sweep-$1" --no-plots --ks "$2" \
-    --seed "$3" --methods "$4" --recovery none --gate-init none --gate-args "$NO_LAYER_KD ${5:-}"
+    --seed "$3" --methods "$4" --recovery none --gate-init none --gate-args "${5:-}"
 }
 timed gate-kd-opffn-ft-s1 default_gates gatekdopffn-s1 18 1 dsp,dsp+ft,dsp+rec,dsp+rec+ft,dsp+best
 timed gate-kd-opffn-ft-s2 default_gates gatekdopffn-s2 18 2 dsp,dsp+ft,dsp+rec,dsp+rec+ft,dsp+best
@@ -261,7 +259,7 @@ timed impinit-k9 default_gates impinit-k9 9 1 dsp,dsp+rec,dsp+best "--gate-init-
 timed gatelr1e4-k36 default_gates gatelr1e4-k36 36 1 dsp,dsp+rec,dsp+best "--lr 1e-4"
 timed gatelr1e4-k18 default_gates gatelr1e4-k18 18 1 dsp,dsp+rec,dsp+best "--lr 1e-4"
 timed pick-k-best dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-best" --tolerance 0.5 \
-  --gate-init none --gate-args "$NO_LAYER_KD"
+  --gate-init none
 timed gate-cost python "$ROOT/bench/gate_cost.py" --data "$DATA" --base "$BASE" --out "$WORK/gate-cost"
 
 # 6f. session 8: second runs of the importance-initialised gates at K = 36 and 9 (the recipes'
@@ -284,12 +282,11 @@ timed ftconst1e-4-k18 ft_schedule ftconst1e-4-k18 "--lr 1e-4"
 # the fine-tune at K = 18, and dsp-pick-k with every default
 recipe_gates() {  # recipe_gates NAME KS SEED METHODS
   bash "$RECIPES/sweep.sh" "${SWEEP_DEFAULTS[@]}" --out "$WORK/sweep-$1" --no-plots --ks "$2" \
-    --seed "$3" --methods "$4" --recovery none --gate-args "$NO_LAYER_KD"
+    --seed "$3" --methods "$4" --recovery none
 }
 timed impinit-k18-s3 recipe_gates impinit-k18-s3 18 3 dsp,dsp+rec,dsp+best,dsp+best+ft
 timed impinit-k36-s3 recipe_gates impinit-k36-s3 36 3 dsp,dsp+rec,dsp+best
-timed pick-k-impinit dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-impinit" --tolerance 0.5 \
-  --gate-args "$NO_LAYER_KD"
+timed pick-k-impinit dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-impinit" --tolerance 0.5
 
 # 6h. session 9: the refit shrunk towards the weights the pruned model has instead of zero
 # (dsp-reconstruct --ridge-toward current): the importance rows (the unpruned weights) and the
@@ -440,17 +437,17 @@ done
 # a third seed of stage 6o's imp18 (its seeds 1 and 2 are there)
 timed ftavg-imp18-s3 ft_average imp18-s3 "$IMP/importance+rec-k18/pruned.pt" 3
 
-# 6r. session 16: layer distillation in the gate run (the recipes' default since:
-# prune-pipelined.sh --gate-objective distill adds --distill-hidden-weight 1), every other default
-# (gates from head importance, recovery best), 3 gate seeds at K = 18, 36 and 9, the recipe's
-# model scored on test; then the recipe's fine-tune (its defaults, fine-tune seed 1) of gate
-# seeds 1 and 2's models at K = 18 and 36 and seed 1's at K = 9; one line per run in
+# 6r. session 16: layer distillation in the gate run (prune-pipelined.sh --train-args
+# "--distill-hidden-weight 1" on the default distill objective; measured, not made the default), every other default
+# (gates from head importance, recovery best), 3 gate seeds at K = 18 and 36, 2 at K = 9, the
+# recipe's model scored on test; then the recipe's fine-tune (its defaults, fine-tune seed 1) of
+# gate seeds 1-3's models at K = 18, 1-2 at K = 36 and 1 at K = 9; one line per run in
 # gate-layer-distillation.txt (bench/score_line.py --gate, and score_line.py: ftK-sS is the
 # fine-tune of gate seed S's model)
 gate_layers() {  # gate_layers K SEED
   local name=g$1-s$2 save=$WORK/gate-layers/g$1-s$2 out=$OUT/gate-layer-distillation.txt
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
-    --save-dir "$save" --preset cpu-small --seed "$2" \
+    --save-dir "$save" --preset cpu-small --seed "$2" --train-args "--distill-hidden-weight 1" \
     --importance-scores "$WORK/sweep-imp36ft/importance.json"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
   touch "$out"
@@ -463,13 +460,13 @@ gate_layers_ft() {  # gate_layers_ft K SEED: the recipe's fine-tune of gate seed
   touch "$out"
   grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
 }
-for k in 18 36 9; do
+for k in 18 36; do
   for seed in 1 2 3; do timed "gate-layers-k$k-s$seed" gate_layers $k $seed; done
 done
-for k in 18 36; do
-  for seed in 1 2; do timed "gate-layers-ft$k-s$seed" gate_layers_ft $k $seed; done
+for seed in 1 2; do timed "gate-layers-k9-s$seed" gate_layers 9 $seed; done
+for run in 18-s1 36-s1 18-s2 36-s2 9-s1 18-s3; do
+  timed "gate-layers-ft$run" gate_layers_ft "${run%-s*}" "${run#*-s}"
 done
-timed gate-layers-ft9-s1 gate_layers_ft 9 1
 # and layer distillation in the fine-tune instead (labels + B x the hidden-state term, no KL:
 # finetune-pruned.sh --teacher BASE --train-args "--distill-weight 0 --distill-hidden-weight B"),
 # on stage 6o's K = 18 start with its fine-tune seeds (their plain runs: stage 6q's k18-sS);

@@ -23,16 +23,11 @@
 # --gate-objective  what the gates are trained on (default: distill for dsp gates, labels for
 #                   the others, which were not measured with it):
 #                     distill  KL(unpruned model || gated model) on the output vocabulary
-#                              plus layer distillation (the encoder output and every decoder
-#                              layer's output pulled towards the unpruned model's: --criterion
-#                              dsp_distillation --teacher BASE --distill-weight 1
-#                              --distill-hidden-weight 1), with the attention output projections
-#                              and FFN output layers trainable beside the gates
-#                              (--train-gates-with out_proj,fc2), so the gates choose heads the
-#                              model can recover from (bench/RESULTS.md, "Selection that sees the
-#                              recovery": +1.7 BLEU at H/4 after the refit; "Layer distillation
-#                              in the gate run" for the hidden-state term; --train-args
-#                              "--distill-hidden-weight 0" gives the gates of sessions 7-15)
+#                              (--criterion dsp_distillation --teacher BASE --distill-weight 1),
+#                              with the attention output projections and FFN output layers
+#                              trainable beside the gates (--train-gates-with out_proj,fc2), so
+#                              the gates choose heads the model can recover from (bench/RESULTS.md,
+#                              "Selection that sees the recovery": +1.7 BLEU at H/4 after the refit)
 #                     labels   label-smoothed CE on the references, everything but the gates
 #                              frozen (the DSP paper's pipelined setting)
 # --gate-init       where the gate logits start (default: importance for dsp gates trained on
@@ -124,7 +119,7 @@ esac
 [[ -n $OBJECTIVE ]] || { [[ $GATE == dsp ]] && OBJECTIVE=distill || OBJECTIVE=labels; }
 case $OBJECTIVE in
   distill) OBJECTIVE_ARGS=(--criterion dsp_distillation --teacher "$BASE" --distill-weight 1.0
-                           --distill-hidden-weight 1.0 --train-gates-with out_proj,fc2) ;;
+                           --train-gates-with out_proj,fc2) ;;
   labels) OBJECTIVE_ARGS=(--criterion dsp_label_smoothed_cross_entropy) ;;
   *) die "--gate-objective must be distill or labels, not '$OBJECTIVE'" ;;
 esac
