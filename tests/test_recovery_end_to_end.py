@@ -129,11 +129,14 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     assert not save.exists()  # refused before anything was written
     run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned", plain,
         "--save-dir", save, "--max-update", "6", "--preset", "cpu-small", "--teacher", base,
-        "--train-args", "--max-tokens 1000 --num-workers 0 --validate-interval-updates 3",
-        timeout=900)  # fmt: skip
+        "--train-args", "--max-tokens 1000 --num-workers 0 --validate-interval-updates 3 "
+        "--distill-hidden-weight 0.5", timeout=900)  # fmt: skip
     logs = [json.loads(line.split("|", 3)[-1]) for line in (save / "train.log").read_text().splitlines()
             if "| train |" in line or "| train_inner |" in line]  # fmt: skip
     assert logs and all(any(k.endswith("distill_kl") for k in log) for log in logs)
+    # the hidden-state term through fairseq-train (its optimizer, its logging): positive, finite
+    hidden = [float(v) for log in logs for k, v in log.items() if k.endswith("distill_hidden")]
+    assert len(hidden) == len(logs) and all(0 < h < 1e3 for h in hidden)
     # the preset's fine-tune dropout (0.1 for cpu-small), not its training dropout (0.2)
     assert " dropout=0.1," in (save / "train.log").read_text()  # fairseq's logged model config
     assert (save / "pruned.pt").is_file()
