@@ -21,7 +21,7 @@ model towards the unpruned one and pipelined gate training against the unpruned 
 """
 
 import logging
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import List, Sequence, Tuple
 
@@ -215,11 +215,8 @@ class DSPDistillationCriterion(DSPLabelSmoothedCrossEntropyCriterion):
     def forward(self, model, sample, reduce=True):
         # The student's encoder output is not part of fairseq's net_output: compute_loss,
         # which runs inside super().forward after the model's forward, reads it from the box.
-        self._student_box = {}
-        if self.distill_hidden_weight > 0.0:
-            with encoder_output_of(model) as self._student_box:
-                loss, sample_size, logging_output = super().forward(model, sample, reduce=reduce)
-        else:
+        capture = encoder_output_of(model) if self.distill_hidden_weight > 0.0 else nullcontext({})
+        with capture as self._student_box:
             loss, sample_size, logging_output = super().forward(model, sample, reduce=reduce)
         self._student_box = {}
         if getattr(self, "_last_kl", None) is not None:
