@@ -139,6 +139,23 @@ def test_smallest_passing_bisects_the_candidates():
         assert len(asked) <= 3 and len(set(asked)) == len(asked)  # log2(8) probes, no repeats
 
 
+def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
+    """A probe's valid score is the one prune-pipelined.sh chose by: the restarts' choice
+    first (--restarts), else --recovery best's; with neither, None (pick-k decodes valid)."""
+    from dsp_fairseq.cli.pick_k import chosen_valid_bleu
+
+    def write(name, bleu):
+        (tmp_path / name).write_text(json.dumps({"valid_sacrebleu_chosen": bleu}))
+
+    assert chosen_valid_bleu(str(tmp_path), "best") is None
+    write("recovery.json", 31.5)
+    assert chosen_valid_bleu(str(tmp_path), "best") == 31.5
+    assert chosen_valid_bleu(str(tmp_path), "reconstruct") is None  # a stale file is not read
+    write("restarts.json", 33.25)
+    assert chosen_valid_bleu(str(tmp_path), "best") == 33.25
+    assert chosen_valid_bleu(str(tmp_path), "none") == 33.25
+
+
 def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     """dsp-pick-k with every default, one probe (K = 6); the probe is prune-pipelined.sh's
     default run, so its folder also shows that recipe's defaults: validation under the test
@@ -214,3 +231,52 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     # (in-process: the refusal comes before any recipe runs, so nothing escapes the capture)
     code, _, err = call_cli(pick_k.main, *common[1:], "--ks", "6,99")
     assert code == 2 and "--ks must lie in [1, 36]" in err
+
+
+def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
+    """prune-pipelined.sh --restarts 2: the same run with seeds 1 and 2 in their own folders,
+    one importance file for both, each stripped model decoded on valid (--recovery none), the
+    better one copied to SAVE_DIR; a rerun trains and decodes nothing again."""
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    work = baseline
+    out = tmp_path / "restarts"
+
+    def prune(restarts, check=True):
+        return run(
+            "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data",
+            "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "8",
+            "--save-dir", out, "--preset", "cpu-small", "--recovery", "none",
+            "--restarts", restarts, "--validate-interval", "0", "--gen-args", GEN,
+            "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3", check=check,
+        )  # fmt: skip
+
+    proc = prune(2)
+    assert "restart 2 of 2: seed 2" in proc.stdout
+    runs = {s: out / f"seed-{s}" for s in (1, 2)}
+    for s, folder in runs.items():
+        assert f"'seed': {s}," in (folder / "train.log").read_text()
+        assert not (folder / "importance.json").exists()  # the shared one, computed once
+    assert (out / "importance.json").is_file() and proc.stdout.count("head importance of") == 1
+    bleu = {f"seed-{s}": json.loads((f / "valid/score.json").read_text())["sacrebleu"]
+            for s, f in runs.items()}  # fmt: skip
+    choice = json.loads((out / "restarts.json").read_text())
+    chosen = "seed-2" if bleu["seed-2"] > bleu["seed-1"] else "seed-1"
+    assert choice == {"restarts": 2, "chosen": chosen, "valid_sacrebleu": bleu,
+                      "valid_sacrebleu_chosen": bleu[chosen]}  # fmt: skip
+    assert (out / "pruned.pt").read_bytes() == (out / chosen / "pruned.pt").read_bytes()
+    report = (out / "strip.txt").read_text()
+    assert report.startswith((out / chosen / "strip.txt").read_text())
+    assert f"restarts: best of 2 gate runs on valid -> {chosen}" in report
+    assert model_args(load_checkpoint(str(out / "pruned.pt"))).stripped_heads
+    written = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    prune(2)
+    changed = [p for p in written if p.stat().st_mtime_ns != written[p]]
+    assert changed == [out / "restarts.json"], changed  # the choice, made again, the same
+    assert json.loads((out / "restarts.json").read_text()) == choice
+    # one run in the same folder afterwards: its own gates, stripped; the restarts' choice gone
+    prune(1)
+    assert not (out / "restarts.json").exists() and (out / "checkpoint_last.pt").is_file()
+    assert "restarts:" not in (out / "strip.txt").read_text()
+    proc = prune(0, check=False)
+    assert proc.returncode != 0 and "--restarts takes a positive number" in proc.stderr

@@ -92,12 +92,14 @@ def valid_bleu(data: str, checkpoint: str, out: str, gen_args: str) -> float:
 
 
 def chosen_valid_bleu(row: str, recovery: str) -> Optional[float]:
-    """The valid score prune-pipelined.sh --recovery best already measured for its choice."""
-    path = os.path.join(row, "recovery.json")
-    if recovery != "best" or not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return float(json.load(f)["valid_sacrebleu_chosen"])
+    """The valid score prune-pipelined.sh already measured for its choice (of the gate runs
+    with --restarts, of the recoveries with --recovery best)."""
+    names = ["restarts.json"] + (["recovery.json"] if recovery == "best" else [])
+    for path in (os.path.join(row, name) for name in names):
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return float(json.load(f)["valid_sacrebleu_chosen"])
+    return None
 
 
 def write_atomic(path: str, text: str) -> None:
@@ -111,7 +113,9 @@ def table_markdown(result: dict) -> str:
         f"Unpruned: {result['unpruned_valid_sacrebleu']:.2f} sacreBLEU on valid "
         f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU; gates trained "
         f"on {result.get('gate_objective', 'labels')} (started from "
-        f"{result.get('gate_init', 'none')}), recovery {result.get('recovery', 'none')}.",
+        f"{result.get('gate_init', 'none')}), recovery {result.get('recovery', 'none')}"
+        + (f", best of {result['restarts']} gate runs" if result.get("restarts", 1) > 1 else "")
+        + ".",
         "",
         "| K | valid sacreBLEU | vs unpruned | within tolerance |",
         "|---:|---:|---:|:---:|",
@@ -198,6 +202,13 @@ def main(argv=None) -> int:
         "--recovery): best (default: the better on valid of the gate run's own weights and "
         "the refit), reconstruct (dsp-strip --reconstruct on training batches) or none",
     )
+    parser.add_argument(
+        "--restarts",
+        type=int,
+        default=1,
+        help="gate runs per probe, seeds SEED..SEED+N-1, the best on valid kept "
+        "(prune-pipelined.sh --restarts; default 1)",
+    )
     args = parser.parse_args(argv)
     if args.gate_init is None:
         args.gate_init = "importance" if args.gate_objective == "distill" else "none"
@@ -208,6 +219,8 @@ def main(argv=None) -> int:
 
     if args.tolerance < 0:
         return fail(f"--tolerance must be >= 0, got {args.tolerance}")
+    if args.restarts < 1:
+        return fail(f"--restarts must be >= 1, got {args.restarts}")
     if not os.path.isdir(RECIPES):
         return fail(f"the recipes folder {RECIPES} is missing; install from a source checkout")
     try:
@@ -264,7 +277,7 @@ def main(argv=None) -> int:
                 "--gate-objective", args.gate_objective, "--recovery", args.recovery,
                 "--gate-init", args.gate_init,
                 "--importance-scores", os.path.join(args.out, "importance.json"),
-                "--gen-args", args.gen_args,
+                "--gen-args", args.gen_args, "--restarts", args.restarts,
             )  # fmt: skip
             bleu = chosen_valid_bleu(row, args.recovery)
             if bleu is None:
@@ -287,6 +300,7 @@ def main(argv=None) -> int:
         "recovery": args.recovery,
         "gate_objective": args.gate_objective,
         "gate_init": args.gate_init,
+        "restarts": args.restarts,
         "unpruned_valid_sacrebleu": base,
         "candidates": ks,
         "probes": [probes[k] for k in sorted(probes)],

@@ -1,12 +1,14 @@
-"""The recovery of a pruned model chosen by its validation score (``--recovery best``).
+"""The pruned model chosen by its validation score: the recovery (``--recovery best``) or the
+gate run (``--restarts N``) of prune-pipelined.sh.
 
     python -m dsp_fairseq.recipes.choose_recovery --candidate reconstruct=DIR/score.json \\
-        --candidate none=DIR/score.json [--output RECOVERY.json]
+        --candidate none=DIR/score.json [--output RECOVERY.json] [--kind recovery|restarts]
 
 Each candidate is a name and the ``score.json`` that ``evaluate.sh --subset valid``
 wrote for its model. Prints the name of the candidate with the highest sacreBLEU (ties:
 the first listed) and, with ``--output``, writes (atomically) ``{"recovery": "best",
-"chosen": NAME, "valid_sacrebleu": {NAME: BLEU, ...}, "valid_sacrebleu_chosen": BLEU}``.
+"chosen": NAME, "valid_sacrebleu": {NAME: BLEU, ...}, "valid_sacrebleu_chosen": BLEU}``
+(with ``--kind restarts``: ``"restarts": N`` in place of ``"recovery": "best"``).
 Only validation scores are meant to be given: the test set must never choose.
 """
 
@@ -49,6 +51,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--candidate", action="append", required=True, metavar="NAME=SCORE.json")
     parser.add_argument("--output", help="write the choice and the scores here (JSON)")
+    parser.add_argument(
+        "--kind", choices=("recovery", "restarts"), default="recovery",
+        help="what the candidates are: recoveries of one model, or gate runs (restarts)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         scores = read_candidates(args.candidate)
@@ -58,8 +64,9 @@ def main(argv=None) -> int:
     chosen = choose(scores)
     bleu: Dict[str, float] = dict(scores)
     if args.output:
+        head = {"recovery": "best"} if args.kind == "recovery" else {"restarts": len(scores)}
         doc = {
-            "recovery": "best",
+            **head,
             "chosen": chosen,
             "valid_sacrebleu": bleu,
             "valid_sacrebleu_chosen": bleu[chosen],

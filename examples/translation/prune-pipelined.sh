@@ -10,7 +10,8 @@
 #                      [--seed S] [--train-args "ARGS"] [--gate-objective distill|labels]
 #                      [--recovery best|reconstruct|none] [--reconstruct-args "ARGS"]
 #                      [--gate-init importance|none] [--importance-scores FILE]
-#                      [--importance-args "ARGS"] [--gen-args "ARGS"] [-- FAIRSEQ-TRAIN-ARGS...]
+#                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
+#                      [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
 #                   transformer_dsp); the gated model takes its shape from it
@@ -64,6 +65,14 @@
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # --preset          optimisation settings (the learning rate only matters to the gates'
 #                   Adam state: gate logits train at --gate-lr); default $PRESET or iwslt
+# --restarts N      train the gates N times, with seeds S, S+1, ..., S+N-1 (--seed S), each in
+#                   SAVE_DIR/seed-SEED/ with every other option of this call, and keep the run
+#                   whose stripped model decodes the validation set best (its --recovery
+#                   choice's score; with reconstruct or none, a validation decode of each):
+#                   SAVE_DIR/restarts.json has every run's score, SAVE_DIR/pruned.pt,
+#                   strip.txt and recovery.json are the chosen run's. Gate runs are seed-
+#                   sensitive on a trained model (bench/RESULTS.md "Restarts"); N times the
+#                   cost. Default 1.
 # Output: SAVE_DIR/checkpoint_{best,last}.pt (gated), SAVE_DIR/pruned.pt (stripped),
 # SAVE_DIR/strip.txt, SAVE_DIR/train.log (with --recovery best also SAVE_DIR/recovery.json and
 # the candidates' scores in SAVE_DIR/valid-{none,reconstruct}/). Finished steps are skipped on a rerun.
@@ -72,8 +81,8 @@ set -euo pipefail
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=best REC_ARGS=""
-OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS=""
-EXTRA=()
+OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1
+EXTRA=() CALL_ARGS=("$@")
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -97,6 +106,7 @@ while [[ $# -gt 0 ]]; do
     --gate-init) GATE_INIT=$2; shift 2 ;;
     --importance-scores) SCORES=$2; shift 2 ;;
     --importance-args) IMP_ARGS=$2; shift 2 ;;
+    --restarts) RESTARTS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -110,6 +120,8 @@ need_tool python fairseq-train dsp-strip
 need_data "$DATA"
 need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
+[[ $RESTARTS =~ ^[1-9][0-9]*$ ]] || die "--restarts takes a positive number of gate runs, not '$RESTARTS'"
+[[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
 case $RECOVERY in
   best) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
   reconstruct|none) recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS" ;;
@@ -139,6 +151,58 @@ split_words USER_ARGS "$TRAIN_ARGS"
 ALL_USER=("${USER_ARGS[@]}" "${EXTRA[@]}")
 TRAIN_ALL=("${PRESET_ARGS[@]}" "${SCHEDULE_ARGS[@]}" "${ALL_USER[@]}")
 mkdir -p "$SAVE"
+
+if [[ $RESTARTS -gt 1 ]]; then
+  # This call once per seed, each in its own folder (each resumes and skips on its own), all
+  # sharing one importance file; then the run that decodes the validation set best.
+  own=()
+  for (( i = 0; i < ${#CALL_ARGS[@]}; i += 2 )); do
+    [[ ${CALL_ARGS[i]} == -- ]] && break
+    case ${CALL_ARGS[i]} in
+      --restarts|--seed|--save-dir|--importance-scores) ;;
+      *) own+=("${CALL_ARGS[i]}" "${CALL_ARGS[i + 1]}") ;;
+    esac
+  done
+  candidates=()
+  for (( s = SEED; s < SEED + RESTARTS; s++ )); do
+    run_dir=$SAVE/seed-$s
+    say "restart $(( s - SEED + 1 )) of $RESTARTS: seed $s -> $run_dir"
+    bash "$RECIPES/prune-pipelined.sh" "${own[@]}" --seed "$s" --save-dir "$run_dir" ${SCORES:+--importance-scores "$SCORES"} \
+      ${EXTRA[@]+-- "${EXTRA[@]}"} || die "the gate run of seed $s failed (see above)"
+    if [[ $RECOVERY == best ]]; then
+      chosen=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$run_dir/recovery.json")
+      score_dir=$run_dir/valid-$chosen
+    else
+      score_dir=$run_dir/valid
+      bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$run_dir/pruned.pt" \
+        --out "$score_dir" --subset valid --gen-args "$GEN_ARGS"
+    fi
+    candidates+=(--candidate "seed-$s=$score_dir/score.json")
+  done
+  chosen=$(python -m dsp_fairseq.recipes.choose_recovery --kind restarts \
+    --output "$SAVE/restarts.json" "${candidates[@]}") \
+    || die "cannot compare the restarts' validation scores (see above)"
+  say "restarts: $chosen decodes the validation set best ($(python -c 'import json,sys
+print(", ".join(f"{k} {v:.2f}" for k, v in json.load(open(sys.argv[1]))["valid_sacrebleu"].items()))' "$SAVE/restarts.json"))"
+  # the chosen run's model and reports, copied (a rerun that chooses the same leaves them be)
+  if ! cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt"; then
+    cp "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt.tmp"
+    mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
+  fi
+  { cat "$SAVE/$chosen/strip.txt"; echo "restarts: best of $RESTARTS gate runs on valid -> $chosen"; } > "$SAVE/strip.txt.tmp"
+  cmp -s "$SAVE/strip.txt.tmp" "$SAVE/strip.txt" && rm "$SAVE/strip.txt.tmp" || mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
+  for f in recovery recovery.json; do
+    if [[ -f $SAVE/$chosen/$f ]]; then
+      cmp -s "$SAVE/$chosen/$f" "$SAVE/$f" || cp "$SAVE/$chosen/$f" "$SAVE/$f"
+    else
+      rm -f "$SAVE/$f"
+    fi
+  done
+  grep -E '^(heads kept|parameters|recovery|restarts):' "$SAVE/strip.txt" | sed 's/^/  /'
+  echo "done: $SAVE/pruned.pt"
+  exit 0
+fi
+rm -f "$SAVE/restarts.json"  # of an earlier call with --restarts: this folder holds one run now
 
 if [[ ! -f $SAVE/.done ]]; then
   if [[ -z $ARGS_FILE ]]; then
@@ -179,7 +243,8 @@ if [[ ! -f $SAVE/.done ]]; then
     "${OBJECTIVE_ARGS[@]}" "${INIT_ARGS[@]}" --l0-penalty "$L0" --max-epoch 1 --max-update 0 \
     --save-dir "$SAVE" --no-epoch-checkpoints "${snap[@]}" --seed "$SEED" --log-format json \
     "${ALL_USER[@]}"
-  rm -f "$SAVE"/pruned-{none,reconstruct}.pt "$SAVE"/strip-{none,reconstruct}.txt  # of older gates
+  # of older gates (or of an earlier call's restarts): stripped again below
+  rm -f "$SAVE"/pruned-{none,reconstruct}.pt "$SAVE"/strip-{none,reconstruct}.txt "$SAVE/recovery"
   touch "$SAVE/.done"
 fi
 
