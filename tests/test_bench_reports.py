@@ -588,3 +588,19 @@ def test_converged_report_reads_the_layer_distilled_gates(tmp_path):
         check=True,
     )  # fmt: skip
     assert "| 18 of 72 (H/4) | 33.00 (1 run) | - | 34.50 (1 run) | - |" in doc.read_text()
+
+
+def test_restart_rows_take_the_gate_run_the_recipe_would_keep():
+    """--restarts 2 read from single gate runs: seeds 1-2, 3-4, ... each give the run with the
+    better valid score (ties: the lower seed); an incomplete group is no run; with a fine-tune
+    map, the chosen seed's fine-tune (none: no run)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import converged_report
+
+    runs = {18: {1: (34.9, 35.7), 2: (33.7, 33.9), 3: (35.4, 35.3), 4: (36.0, 35.3), 5: (30.0, 31.0)},
+            36: {2: (38.0, 38.0)}}  # fmt: skip
+    assert converged_report.restart_runs(runs, 2) == {18: [(34.9, 35.7), (35.4, 35.3)]}
+    assert converged_report.restart_runs(runs, 3) == {18: [(34.9, 35.7)]}
+    assert converged_report.restart_runs(runs, 1)[18] == [runs[18][s] for s in range(1, 6)]
+    finetuned = {(18, 1): (39.1, 39.7), (18, 4): (40.0, 40.0)}  # seed 3 was chosen: not there
+    assert converged_report.restart_runs(runs, 2, finetuned) == {18: [(39.1, 39.7)]}
