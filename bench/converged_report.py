@@ -224,6 +224,11 @@ def averaging_runs(runs: dict, start: str, model) -> dict:
     return {k: [scores for _, scores in sorted(r)] for k, r in found.items()}
 
 
+def stage_6r(runs: dict) -> dict:
+    """The fine-tune lines of gate seeds 1-3 (stage 6r fine-tuned them without a choice)."""
+    return {n: r for n, r in runs.items() if int(n.rsplit("-s", 1)[1]) <= 3}
+
+
 def gate_layer_finetunes(path: str) -> dict:
     """{(K, gate seed): (test, valid)} of the "ftK-sS" lines (the recipe's model)."""
     found = {}
@@ -389,7 +394,8 @@ def main() -> int:
         (FT_AVG_METHOD, averaging_runs(averaged, "k", DEFAULT_AVERAGE)),
         (IMP_FT_AVG_METHOD, averaging_runs(averaged, "imp", DEFAULT_AVERAGE)),
         (LAYER_GATES_BEST, gate_layer_runs(layers_file)),
-        (LAYER_GATES_FT, averaging_runs(fine_tune_lines(layers_file), "ft", "best")),
+        # stage 6r's fine-tunes (gate seeds 1-3), not stage 6s's of the seeds restarts chose
+        (LAYER_GATES_FT, averaging_runs(stage_6r(fine_tune_lines(layers_file)), "ft", "best")),
         (LAYER_GATES_RESTARTS, restart_runs(gate_layer_seeds(layers_file), RESTARTS)),
         (
             LAYER_GATES_RESTARTS_FT,
@@ -715,7 +721,7 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         + within(FT_AVG_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
         "| 270-update fine-tune (the recipe's, dropout 0.1, average of the last "
         f"{DEFAULT_AVERAGE}) of the gates with layer distillation (one fine-tune of each gate "
-        "seed's model): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        "seed's model, seeds 1-3): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(LAYER_GATES_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
         "| 270-update fine-tune (the recipe's) of the best of 2 gate runs with layer "
         "distillation (`--restarts 2`): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at "

@@ -481,6 +481,32 @@ ft_layers() {  # ft_layers NAME PRUNED SEED B
 timed ftlayers-k18-h1-s1 ft_layers k18-h1-s1 "$S18" 1 1
 for seed in 1 2 3; do timed "ftlayers-k18-h4-s$seed" ft_layers "k18-h4-s$seed" "$S18" "$seed" 4; done
 
+# 6s. session 17: restarts (prune-pipelined.sh --restarts 2 --seed S runs the gate run of 6r
+# with seeds S and S+1 and keeps the one whose model decodes valid better). More gate seeds of
+# 6r (4-6 at K = 18 and 36, 3-4 at K = 9), read as --restarts 2 groups (seeds 1-2, 3-4, 5-6) by
+# bench/converged_report.py; then the recipe's fine-tune of each group's chosen model (chosen
+# here as the recipe chooses: dsp_fairseq.recipes.choose_recovery on the valid score of each
+# run's chosen recovery), lines ftK-sS as in 6r
+for k in 18 36; do
+  for seed in 4 5 6; do timed "gate-layers-k$k-s$seed" gate_layers $k $seed; done
+done
+for seed in 3 4; do timed "gate-layers-k9-s$seed" gate_layers 9 $seed; done
+restart_choice() {  # restart_choice K FIRST: the seed --restarts 2 --seed FIRST keeps
+  local s cand=()
+  for s in "$2" $(($2 + 1)); do
+    local run=$WORK/gate-layers/g$1-s$s
+    cand+=(--candidate "$s=$run/valid-$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$run/recovery.json")/score.json")
+  done
+  python -m dsp_fairseq.recipes.choose_recovery --kind restarts "${cand[@]}"
+}
+for k in 18 36; do
+  for first in 1 3 5; do
+    seed=$(restart_choice $k $first)
+    timed "gate-layers-ft$k-s$seed" gate_layers_ft $k "$seed"
+  done
+done
+for first in 1 3; do seed=$(restart_choice 9 $first); timed "gate-layers-ft9-s$seed" gate_layers_ft 9 "$seed"; done
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)

@@ -167,7 +167,8 @@ if [[ $RESTARTS -gt 1 ]]; then
   for (( s = SEED; s < SEED + RESTARTS; s++ )); do
     run_dir=$SAVE/seed-$s
     say "restart $(( s - SEED + 1 )) of $RESTARTS: seed $s -> $run_dir"
-    bash "$RECIPES/prune-pipelined.sh" "${own[@]}" --seed "$s" --save-dir "$run_dir" ${SCORES:+--importance-scores "$SCORES"} \
+    bash "$RECIPES/prune-pipelined.sh" "${own[@]}" --restarts 1 --seed "$s" --save-dir "$run_dir" \
+      ${SCORES:+--importance-scores "$SCORES"} \
       ${EXTRA[@]+-- "${EXTRA[@]}"} || die "the gate run of seed $s failed (see above)"
     if [[ $RECOVERY == best ]]; then
       chosen=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$run_dir/recovery.json")
