@@ -13,7 +13,8 @@ importance's scores (computed once, OUT/importance.json) and trained on KL to
 the unpruned model with the output layers adapting, and the better on valid of the gate
 run's own weights and the refit against the unpruned model; ``--gate-objective labels``
 for gates trained on the references with the model frozen, ``--recovery reconstruct`` or
-``none`` to score one of the two candidates) at a few K,
+``none`` to score one of the two candidates; ``--restarts N`` for the best of N gate runs
+on valid at each K) at a few K,
 scores each stripped model with sacreBLEU on the validation set
 (``evaluate.sh --subset valid``; the test set is never used to choose) and
 bisects the candidate list for the smallest K whose BLEU is at most
