@@ -71,9 +71,11 @@
 #                   choice's score; with reconstruct or none, a validation decode of each):
 #                   SAVE_DIR/restarts.json has every run's score, SAVE_DIR/pruned.pt,
 #                   strip.txt and recovery.json are the chosen run's. Gate runs are seed-
-#                   sensitive on a trained model (bench/RESULTS.md "Restarts"); N times the
-#                   cost. Default 1.
-# Output: SAVE_DIR/checkpoint_{best,last}.pt (gated), SAVE_DIR/pruned.pt (stripped),
+#                   sensitive on a trained model; --restarts 2 with --train-args
+#                   "--distill-hidden-weight 1" measured best at H/2 and H/4, behind the
+#                   default at H/8 (bench/RESULTS.md "Restarts"). N times the cost. Default 1.
+# Output: SAVE_DIR/checkpoint_{best,last}.pt (gated; with --restarts in SAVE_DIR/seed-SEED/),
+# SAVE_DIR/pruned.pt (stripped),
 # SAVE_DIR/strip.txt, SAVE_DIR/train.log (with --recovery best also SAVE_DIR/recovery.json and
 # the candidates' scores in SAVE_DIR/valid-{none,reconstruct}/). Finished steps are skipped on a rerun.
 set -euo pipefail
