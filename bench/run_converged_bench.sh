@@ -506,6 +506,18 @@ for k in 18 36; do
   done
 done
 for first in 1 3; do seed=$(restart_choice 9 $first); timed "gate-layers-ft9-s$seed" gate_layers_ft 9 "$seed"; done
+# and the recipes' default gates (no layer distillation) at more seeds, read as restarts with
+# the default runs of stages 6d-6l (seeds 1-3 at K = 18 and 36, 1-2 at K = 9: the
+# results-sweep-impinit*.json files); lines "gK-sS" in gate-default-seeds.txt
+gate_default() {  # gate_default K SEED
+  local name=g$1-s$2 save=$WORK/gate-default/g$1-s$2 out=$OUT/gate-default-seeds.txt
+  bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
+    --save-dir "$save" --preset cpu-small --seed "$2" --importance-scores "$WORK/sweep-imp36ft/importance.json"
+  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
+  touch "$out"
+  grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
+}
+for run in 18-s4 36-s4 9-s3 9-s4; do timed "gate-default-k$run" gate_default "${run%-s*}" "${run#*-s}"; done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
