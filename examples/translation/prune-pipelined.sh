@@ -165,7 +165,7 @@ if [[ $RESTARTS -gt 1 ]]; then
       *) own+=("${CALL_ARGS[i]}" "${CALL_ARGS[i + 1]}") ;;
     esac
   done
-  candidates=()
+  candidates=() scores=()
   for (( s = SEED; s < SEED + RESTARTS; s++ )); do
     run_dir=$SAVE/seed-$s
     say "restart $(( s - SEED + 1 )) of $RESTARTS: seed $s -> $run_dir"
@@ -181,12 +181,12 @@ if [[ $RESTARTS -gt 1 ]]; then
         --out "$score_dir" --subset valid --gen-args "$GEN_ARGS"
     fi
     candidates+=(--candidate "seed-$s=$score_dir/score.json")
+    scores+=("seed-$s $(score_of "$score_dir")")
   done
   chosen=$(python -m dsp_fairseq.recipes.choose_recovery --kind restarts \
     --output "$SAVE/restarts.json" "${candidates[@]}") \
     || die "cannot compare the restarts' validation scores (see above)"
-  say "restarts: $chosen decodes the validation set best ($(python -c 'import json,sys
-print(", ".join(f"{k} {v:.2f}" for k, v in json.load(open(sys.argv[1]))["valid_sacrebleu"].items()))' "$SAVE/restarts.json"))"
+  say "restarts: $chosen decodes the validation set best (valid sacreBLEU: $(IFS=,; echo "${scores[*]}" | sed 's/,/, /g'))"
   # the chosen run's model and reports, copied (a rerun that chooses the same leaves them be)
   if ! cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt"; then
     cp "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt.tmp"
