@@ -106,3 +106,27 @@ def baseline_parser(doc: str, ks: str, base_help: str) -> argparse.ArgumentParse
     p.add_argument("--base", required=True, help=base_help)
     p.add_argument("--ks", default=ks, help=f"heads to keep, comma-separated (default {ks})")
     return p
+
+
+def gate_run_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of the scripts that time prune-pipelined.sh's gate runs on one trained
+    baseline: --data, --base, --out, --heads-to-keep."""
+    p = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
+    p.add_argument("--base", required=True, help="the trained, unpruned checkpoint")
+    p.add_argument("--out", required=True)
+    p.add_argument("--heads-to-keep", type=int, default=18)
+    return p
+
+
+def write_report(out: str, stem: str, result: dict, lines: list) -> str:
+    """OUT/STEM.json (RESULT) and OUT/STEM.md (LINES); returns the markdown text."""
+    with open(os.path.join(out, f"{stem}.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, f"{stem}.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    return text

@@ -19,7 +19,6 @@ Writes OUT/gate-cost.json and OUT/gate-cost.md (and OUT/OBJECTIVE-rR/, the runs)
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ from statistics import median
 from typing import Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import ROOT, machine  # noqa: E402
+from bench.common import ROOT, gate_run_parser, machine, write_report  # noqa: E402
 
 RECIPE = os.path.join(ROOT, "examples", "translation", "prune-pipelined.sh")
 OBJECTIVES = ("labels", "distill")
@@ -81,13 +80,7 @@ def run(args, objective: str, rnd: int) -> dict:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--data", required=True, help="prepared corpus folder (bin/, spm/, raw/)")
-    p.add_argument("--base", required=True, help="the trained, unpruned checkpoint")
-    p.add_argument("--out", required=True)
-    p.add_argument("--heads-to-keep", type=int, default=18)
+    p = gate_run_parser(__doc__)
     p.add_argument("--updates", type=int, default=110)
     p.add_argument("--log-interval", type=int, default=10)
     p.add_argument("--rounds", type=int, default=1, help="alternating rounds of both objectives")
@@ -110,9 +103,6 @@ def main() -> int:
         "seconds_per_update": spu,
         "ratio_distill_over_labels": spu["distill"] / spu["labels"],
     }
-    with open(os.path.join(args.out, "gate-cost.json"), "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
     md = [
         f"Gate training, K = {args.heads_to_keep}, 1024-token batches, {result['machine']}; "
         f"median of {args.rounds} round(s), updates timed per run: "
@@ -123,10 +113,7 @@ def main() -> int:
     ]
     for o in OBJECTIVES:
         md.append(f"| {o} | {spu[o]:.3f} | {spu[o] / spu['labels']:.2f}x |")
-    text = "\n".join(md) + "\n"
-    with open(os.path.join(args.out, "gate-cost.md"), "w", encoding="utf-8") as f:
-        f.write(text)
-    print(text, end="")
+    print(write_report(args.out, "gate-cost", result, md), end="")
     return 0
 
 

@@ -491,21 +491,21 @@ for k in 18 36; do
   for seed in 4 5 6; do timed "gate-layers-k$k-s$seed" gate_layers $k $seed; done
 done
 for seed in 3 4; do timed "gate-layers-k9-s$seed" gate_layers 9 $seed; done
-restart_choice() {  # restart_choice K FIRST: the seed --restarts 2 --seed FIRST keeps
+restart_choice() {  # restart_choice FOLDER K FIRST: the seed --restarts 2 --seed FIRST keeps
   local s cand=()
-  for s in "$2" $(($2 + 1)); do
-    local run=$WORK/gate-layers/g$1-s$s
+  for s in "$3" $(($3 + 1)); do
+    local run=$1/g$2-s$s
     cand+=(--candidate "$s=$run/valid-$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$run/recovery.json")/score.json")
   done
   python -m dsp_fairseq.recipes.choose_recovery --kind restarts "${cand[@]}"
 }
 for k in 18 36; do
   for first in 1 3 5; do
-    seed=$(restart_choice $k $first)
+    seed=$(restart_choice "$WORK/gate-layers" $k $first)
     timed "gate-layers-ft$k-s$seed" gate_layers_ft $k "$seed"
   done
 done
-for first in 1 3; do seed=$(restart_choice 9 $first); timed "gate-layers-ft9-s$seed" gate_layers_ft 9 "$seed"; done
+for first in 1 3; do seed=$(restart_choice "$WORK/gate-layers" 9 $first); timed "gate-layers-ft9-s$seed" gate_layers_ft 9 "$seed"; done
 # and the recipes' default gates (no layer distillation) at more seeds, read as restarts with
 # the default runs of stages 6d-6l (seeds 1-3 at K = 18 and 36, 1-2 at K = 9: the
 # results-sweep-impinit*.json files); lines "gK-sS" in gate-default-seeds.txt
@@ -529,6 +529,18 @@ gate_default_ft() {  # gate_default_ft K SEED
   grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
 }
 for run in 18-s4 36-s4 9-s3; do timed "gate-default-ft$run" gate_default_ft "${run%-s*}" "${run#*-s}"; done
+
+# 6t. session 18: more --restarts 2 groups at K = 18, where the H/4 fine-tune goal was 0.06
+# short on three groups: layer-distilled gate seeds 7-10 (groups 7-8, 9-10) and default gate
+# seeds 5-6 (group 5-6), then the recipe's fine-tune of each group's choice (lines as in 6r/6s)
+for seed in 7 8 9 10; do timed "gate-layers-k18-s$seed" gate_layers 18 $seed; done
+for seed in 5 6; do timed "gate-default-k18-s$seed" gate_default 18 $seed; done
+for first in 7 9; do
+  seed=$(restart_choice "$WORK/gate-layers" 18 $first)
+  timed "gate-layers-ft18-s$seed" gate_layers_ft 18 "$seed"
+done
+seed=$(restart_choice "$WORK/gate-default" 18 5)
+timed "gate-default-ft18-s$seed" gate_default_ft 18 "$seed"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

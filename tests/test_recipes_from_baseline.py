@@ -7,12 +7,27 @@ test_recipes.py), so that pytest-xdist runs them beside test_recipes.py's sweep.
 
 import copy
 import json
+import os
 import re
+import signal
+import subprocess
+import time
 
 import pytest
 from conftest import write_multi30k_slice
 from inprocess import call_cli, cli_ok
-from test_recipes import GATE_ARGS, GEN, N_TEST, RECIPES, TINY_MODEL, TRAIN, is_png, is_svg, run
+from test_recipes import (
+    BIN,
+    GATE_ARGS,
+    GEN,
+    N_TEST,
+    RECIPES,
+    TINY_MODEL,
+    TRAIN,
+    is_png,
+    is_svg,
+    run,
+)
 
 
 @pytest.fixture(scope="module")
@@ -235,27 +250,31 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
 
 def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
     """prune-pipelined.sh --restarts 2: the same run with seeds 1 and 2 in their own folders,
-    one importance file for both, each stripped model decoded on valid (--recovery none), the
-    better one copied to SAVE_DIR; a rerun trains and decodes nothing again."""
+    side by side (--restart-jobs 2, each with its log), one importance file for both, each
+    stripped model decoded on valid (--recovery none), the better one copied to SAVE_DIR; a
+    rerun (one run at a time) trains and decodes nothing again."""
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
 
     work = baseline
     out = tmp_path / "restarts"
 
-    def prune(restarts, check=True):
+    def prune(restarts, jobs=1, check=True):
         return run(
             "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data",
             "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "8",
             "--save-dir", out, "--preset", "cpu-small", "--recovery", "none",
-            "--restarts", restarts, "--validate-interval", "0", "--gen-args", GEN,
+            "--restarts", restarts, "--restart-jobs", jobs, "--validate-interval", "0",
+            "--gen-args", GEN,
             "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3", check=check,
         )  # fmt: skip
 
-    proc = prune(2)
-    assert "restart 2 of 2: seed 2" in proc.stdout
+    proc = prune(2, jobs=2)
+    assert "2 gate runs, 2 at a time, 1 thread(s) each" in proc.stdout
+    assert f"restart 2 of 2: seed 2 -> {out}/seed-2 (output: {out}/seed-2.log)" in proc.stdout
     runs = {s: out / f"seed-{s}" for s in (1, 2)}
     for s, folder in runs.items():
         assert f"'seed': {s}," in (folder / "train.log").read_text()
+        assert f"done: {folder}/pruned.pt" in (out / f"seed-{s}.log").read_text()
         assert not (folder / "importance.json").exists()  # the shared one, computed once
     assert (out / "importance.json").is_file() and proc.stdout.count("head importance of") == 1
     bleu = {f"seed-{s}": json.loads((f / "valid/score.json").read_text())["sacrebleu"]
@@ -280,3 +299,32 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
     assert "restarts:" not in (out / "strip.txt").read_text()
     proc = prune(0, check=False)
     assert proc.returncode != 0 and "--restarts takes a positive number" in proc.stderr
+    proc = prune(2, jobs=0, check=False)
+    assert proc.returncode != 0 and "--restart-jobs takes a positive number or auto" in proc.stderr
+
+
+def test_interrupted_side_by_side_restarts_stop_their_gate_runs(baseline, tmp_path):
+    """Background jobs of a script ignore Ctrl-C, so prune-pipelined.sh --restart-jobs 2 stops
+    its gate runs itself when it is interrupted, and says so: nothing trains on behind it."""
+    work, out = baseline, tmp_path / "stopped"
+    cmd = [
+        "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "8",
+        "--save-dir", out, "--preset", "cpu-small", "--recovery", "none", "--gate-init", "none",
+        "--restarts", "2", "--restart-jobs", "2", "--validate-interval", "0",
+        "--train-args", f"{TRAIN} {GATE_ARGS} --max-epoch 100000",
+    ]  # fmt: skip
+    env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.Popen([str(c) for c in cmd], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.time() + 240
+    logs = [out / f"seed-{s}/train.log" for s in (1, 2)]
+    while not all(log.is_file() and "num_updates" in log.read_text() for log in logs):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "interrupted: the gate runs were stopped" in err
+    time.sleep(2)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(out) not in ps, [line for line in ps.splitlines() if str(out) in line]

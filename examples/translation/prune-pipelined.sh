@@ -11,7 +11,7 @@
 #                      [--recovery best|reconstruct|none] [--reconstruct-args "ARGS"]
 #                      [--gate-init importance|none] [--importance-scores FILE]
 #                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
-#                      [-- FAIRSEQ-TRAIN-ARGS...]
+#                      [--restart-jobs J|auto] [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
 #                   transformer_dsp); the gated model takes its shape from it
@@ -73,7 +73,12 @@
 #                   strip.txt and recovery.json are the chosen run's. Gate runs are seed-
 #                   sensitive on a trained model; --restarts 2 with --train-args
 #                   "--distill-hidden-weight 1" measured best at H/2 and H/4, behind the
-#                   default at H/8 (bench/RESULTS.md "Restarts"). N times the cost. Default 1.
+#                   default at H/8 (bench/RESULTS.md "Restarts"). N times the work. Default 1.
+# --restart-jobs J  how many of those runs train at once, the threads ($OMP_NUM_THREADS, else
+#                   every core) split between them; each one's output then goes to
+#                   SAVE_DIR/seed-SEED.log. auto (default): on a CPU min(N, threads), with a
+#                   GPU 1. On 2 CPU cores two restarts side by side took 0.88x the wall time
+#                   of one after the other (bench/RESULTS.md "Restarts side by side")
 # Output: SAVE_DIR/checkpoint_{best,last}.pt (gated; with --restarts in SAVE_DIR/seed-SEED/),
 # SAVE_DIR/pruned.pt (stripped),
 # SAVE_DIR/strip.txt, SAVE_DIR/train.log (with --recovery best also SAVE_DIR/recovery.json and
@@ -83,7 +88,7 @@ set -euo pipefail
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=best REC_ARGS=""
-OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1
+OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto
 EXTRA=() CALL_ARGS=("$@")
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -109,6 +114,7 @@ while [[ $# -gt 0 ]]; do
     --importance-scores) SCORES=$2; shift 2 ;;
     --importance-args) IMP_ARGS=$2; shift 2 ;;
     --restarts) RESTARTS=$2; shift 2 ;;
+    --restart-jobs) JOBS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -123,6 +129,7 @@ need_data "$DATA"
 need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
 [[ $RESTARTS =~ ^[1-9][0-9]*$ ]] || die "--restarts takes a positive number of gate runs, not '$RESTARTS'"
+[[ $JOBS == auto || $JOBS =~ ^[1-9][0-9]*$ ]] || die "--restart-jobs takes a positive number or auto, not '$JOBS'"
 [[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
 case $RECOVERY in
   best) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
@@ -161,17 +168,58 @@ if [[ $RESTARTS -gt 1 ]]; then
   for (( i = 0; i < ${#CALL_ARGS[@]}; i += 2 )); do
     [[ ${CALL_ARGS[i]} == -- ]] && break
     case ${CALL_ARGS[i]} in
-      --restarts|--seed|--save-dir|--importance-scores) ;;
+      --restarts|--restart-jobs|--seed|--save-dir|--importance-scores) ;;
       *) own+=("${CALL_ARGS[i]}" "${CALL_ARGS[i + 1]}") ;;
     esac
   done
+  # the importance scores once, before the runs that share them start
+  [[ $GATE_INIT == importance ]] && importance_scores "$BASE" "$DATA" "$SCORES" "$IMP_ARGS"
+  threads=${OMP_NUM_THREADS:-$(nproc)}
+  if [[ $JOBS == auto ]]; then
+    JOBS=1
+    if [[ " ${TRAIN_ALL[*]} " == *" --cpu "* ]] \
+        || ! python -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+      JOBS=$(( RESTARTS < threads ? RESTARTS : threads ))
+      (( JOBS >= 1 )) || JOBS=1
+    fi
+  fi
+  (( JOBS <= RESTARTS )) || JOBS=$RESTARTS
+  per_run=$(( threads / JOBS )); (( per_run >= 1 )) || per_run=1
+  restart() {  # restart SEED: this call's gate run with that seed, in SAVE_DIR/seed-SEED
+    bash "$RECIPES/prune-pipelined.sh" "${own[@]}" --restarts 1 --seed "$1" --save-dir "$SAVE/seed-$1" \
+      ${SCORES:+--importance-scores "$SCORES"} ${EXTRA[@]+-- "${EXTRA[@]}"}
+  }
+  if (( JOBS == 1 )); then
+    for (( s = SEED; s < SEED + RESTARTS; s++ )); do
+      say "restart $(( s - SEED + 1 )) of $RESTARTS: seed $s -> $SAVE/seed-$s"
+      restart "$s" || die "the gate run of seed $s failed (see above)"
+    done
+  else
+    # Background jobs of a script ignore Ctrl-C: the trap stops them (and what they started).
+    kill_tree() { local c; for c in $(pgrep -P "$1"); do kill_tree "$c"; done; kill "$1" 2>/dev/null || true; }
+    pids=() failed=()
+    trap 'for p in "${pids[@]}"; do kill_tree "$p"; done; die "interrupted: the gate runs were stopped (a rerun resumes them)"' INT TERM
+    collect() {  # collect SEED: wait for that run, note a failure
+      wait "${pids[$1 - SEED]}" || failed+=("$1")
+    }
+    say "restarts: $RESTARTS gate runs, $JOBS at a time, $per_run thread(s) each"
+    for (( s = SEED; s < SEED + RESTARTS; s++ )); do
+      (( s - SEED < JOBS )) || collect $(( s - JOBS ))
+      say "restart $(( s - SEED + 1 )) of $RESTARTS: seed $s -> $SAVE/seed-$s (output: $SAVE/seed-$s.log)"
+      mkdir -p "$SAVE/seed-$s"
+      OMP_NUM_THREADS=$per_run MKL_NUM_THREADS=$per_run restart "$s" > "$SAVE/seed-$s.log" 2>&1 &
+      pids+=($!)
+    done
+    for (( s = SEED + RESTARTS - JOBS; s < SEED + RESTARTS; s++ )); do (( s < SEED )) || collect "$s"; done
+    trap - INT TERM
+    for s in "${failed[@]}"; do
+      tail -n 20 "$SAVE/seed-$s.log" >&2
+      die "the gate run of seed $s failed (the end of $SAVE/seed-$s.log above)"
+    done
+  fi
   candidates=() scores=()
   for (( s = SEED; s < SEED + RESTARTS; s++ )); do
     run_dir=$SAVE/seed-$s
-    say "restart $(( s - SEED + 1 )) of $RESTARTS: seed $s -> $run_dir"
-    bash "$RECIPES/prune-pipelined.sh" "${own[@]}" --restarts 1 --seed "$s" --save-dir "$run_dir" \
-      ${SCORES:+--importance-scores "$SCORES"} \
-      ${EXTRA[@]+-- "${EXTRA[@]}"} || die "the gate run of seed $s failed (see above)"
     if [[ $RECOVERY == best ]]; then
       chosen=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$run_dir/recovery.json")
       score_dir=$run_dir/valid-$chosen
