@@ -541,6 +541,19 @@ for first in 7 9; do
 done
 seed=$(restart_choice "$WORK/gate-default" 18 5)
 timed "gate-default-ft18-s$seed" gate_default_ft 18 "$seed"
+# and the layer-distilled gate run for two epochs instead of one (a probe, 2 seeds at K = 18),
+# lines "gK-sS-e2" in gate-two-epochs.txt
+gate_two_epochs() {  # gate_two_epochs K SEED
+  local name=g$1-s$2-e2 save=$WORK/gate-two-epochs/g$1-s$2 out=$OUT/gate-two-epochs.txt
+  bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
+    --save-dir "$save" --preset cpu-small --seed "$2" \
+    --train-args "--distill-hidden-weight 1 --max-epoch 2" \
+    --importance-scores "$WORK/sweep-imp36ft/importance.json"
+  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
+  touch "$out"
+  grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
+}
+for seed in 1 2; do timed "gate-two-epochs-k18-s$seed" gate_two_epochs 18 $seed; done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
