@@ -170,16 +170,34 @@ _LAYER_GATES_RESTARTS = (
 )
 LABELS[LAYER_GATES_RESTARTS] = _LAYER_GATES_RESTARTS
 LABELS[LAYER_GATES_RESTARTS_FT] = _LAYER_GATES_RESTARTS + _AT_DEFAULT
+# bench/recovery/gate-two-epochs.txt (stages 6t-6u, sessions 18-19): the same gate run for two
+# epochs (--train-args "--distill-hidden-weight 1 --max-epoch 2"; the temperature anneals over
+# both), lines "gK-sS-e2" and the recipe's fine-tune of a restart group's choice, "ftK-sS"
+TWO_EPOCHS_FILE = "gate-two-epochs.txt"
+TWO_EPOCHS_BEST = "gate-two-epochs:dsp+best"
+TWO_EPOCHS_RESTARTS = f"gate-two-epochs:dsp+best,restarts{RESTARTS}"
+TWO_EPOCHS_RESTARTS_FT = TWO_EPOCHS_RESTARTS + f"+ft@dropout0.1,avg{DEFAULT_AVERAGE}"
+_TWO_EPOCHS_BEST = (
+    "pipelined DSP, default gates with layer distillation, gate run of two epochs + best of own "
+    "weights or reconstruct on valid"
+)
+LABELS[TWO_EPOCHS_BEST] = _TWO_EPOCHS_BEST
+_TWO_EPOCHS_RESTARTS = (
+    _TWO_EPOCHS_BEST + f", the best of {RESTARTS} gate runs on valid (`--restarts {RESTARTS}`)"
+)
+LABELS[TWO_EPOCHS_RESTARTS] = _TWO_EPOCHS_RESTARTS
+LABELS[TWO_EPOCHS_RESTARTS_FT] = _TWO_EPOCHS_RESTARTS + _AT_DEFAULT
 
 
 def gate_layer_seeds(path: str) -> dict:
-    """{K: {seed: (test, valid)}} of the "gK-sS" lines of a gate-layer-distillation file: the
-    recipe's model (the better of own weights and refit on valid) on test and valid."""
+    """{K: {seed: (test, valid)}} of the "gK-sS" lines (or "gK-sS-TAG") of a gate-run file such
+    as gate-layer-distillation.txt: the recipe's model (the better of own weights and refit on
+    valid) on test and valid."""
     found: dict = {}
     if os.path.isfile(path):
         for line in open(path, encoding="utf-8"):
             m = re.match(
-                r"g([0-9]+)-s([0-9]+): own valid [0-9.]+; refit valid [0-9.]+; "
+                r"g([0-9]+)-s([0-9]+)(?:-[a-z0-9]+)?: own valid [0-9.]+; refit valid [0-9.]+; "
                 r"best \S+ test ([0-9.]+) valid ([0-9.]+)",
                 line,
             )
@@ -383,6 +401,7 @@ def main() -> int:
     settings_file = os.path.join(args.dir, FT_SETTINGS_FILE)
     averaged = fine_tune_lines(os.path.join(args.dir, AVERAGING_FILE))
     layers_file = os.path.join(args.dir, GATE_LAYERS_FILE)
+    two_epochs_file = os.path.join(args.dir, TWO_EPOCHS_FILE)
     imp_runs = finetune_setting_runs(settings_file, FT_DEFAULT_SETTING, start="imp")
     # the final models of stage 6q's importance runs are session 14's default fine-tune of it
     # (its DSP runs repeat stage 6o's, which are already read)
@@ -401,6 +420,14 @@ def main() -> int:
             LAYER_GATES_RESTARTS_FT,
             restart_runs(
                 gate_layer_seeds(layers_file), RESTARTS, gate_layer_finetunes(layers_file)
+            ),
+        ),
+        (TWO_EPOCHS_BEST, gate_layer_runs(two_epochs_file)),
+        (TWO_EPOCHS_RESTARTS, restart_runs(gate_layer_seeds(two_epochs_file), RESTARTS)),
+        (
+            TWO_EPOCHS_RESTARTS_FT,
+            restart_runs(
+                gate_layer_seeds(two_epochs_file), RESTARTS, gate_layer_finetunes(two_epochs_file)
             ),
         ),
     ):
@@ -703,6 +730,13 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         '(session 17: `--restarts 2 --train-args "--distill-hidden-weight 1"`, twice the gate '
         "training): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
         + within(LAYER_GATES_RESTARTS, {36: 2.0, 18: 6.0}),
+        "| retraining-free with layer distillation and a gate run of two epochs (session 19: "
+        '`--train-args "--distill-hidden-weight 1 --max-epoch 2"`, one run, the gate training '
+        "of 2 restarts): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
+        + within(TWO_EPOCHS_BEST, {36: 2.0, 18: 6.0}),
+        "| retraining-free with layer distillation, two-epoch gate runs and the best of 2 on "
+        "valid (`--restarts 2`, four times the gate training): DSP within 2.0 BLEU of unpruned "
+        "at H/2, 6.0 at H/4 | " + within(TWO_EPOCHS_RESTARTS, {36: 2.0, 18: 6.0}),
         "| retraining-free: DSP (plain gates) + reconstruct within 2.0 BLEU of unpruned at H/2, "
         "6.0 at H/4 | " + within("dsp+rec", {36: 2.0, 18: 6.0}),
         "| retraining-free: `dsp-pick-k --tolerance 0.5` removes at least a third of the heads | "
@@ -726,6 +760,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         "| 270-update fine-tune (the recipe's) of the best of 2 gate runs with layer "
         "distillation (`--restarts 2`): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at "
         "H/8 | " + within(LAYER_GATES_RESTARTS_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| 270-update fine-tune (the recipe's) of the best of 2 two-epoch gate runs with layer "
+        "distillation: DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within(TWO_EPOCHS_RESTARTS_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
         "| 270-update fine-tune from the gates' own start (the README's fine-tune path for K = 36 "
         "in sessions 10-13; dropout 0.2): DSP "
         "(KL + out_proj,fc2 gates, own start: `--gate-init none --recovery reconstruct`) + "
@@ -738,6 +775,11 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None) -> list:
         "baseline + reconstruct | " + versus(LAYER_GATES_BEST, REC_BASELINES),
         "| DSP (the best of 2 gate runs with layer distillation, best on valid) at least as "
         "good as every baseline + reconstruct | " + versus(LAYER_GATES_RESTARTS, REC_BASELINES),
+        "| DSP (one two-epoch gate run with layer distillation, best on valid) at least as "
+        "good as every baseline + reconstruct | " + versus(TWO_EPOCHS_BEST, REC_BASELINES),
+        "| 270-update fine-tune of the best of 2 two-epoch gate runs: DSP + fine-tune at least "
+        "as good as head importance + reconstruct + the same fine-tune | "
+        + versus(TWO_EPOCHS_RESTARTS_FT, (IMP_FT_AVG_METHOD,)),
         "| 270-update fine-tune of the best of 2 gate runs with layer distillation: DSP + "
         "fine-tune at least as good as head importance + reconstruct + the same fine-tune | "
         + versus(LAYER_GATES_RESTARTS_FT, (IMP_FT_AVG_METHOD,)),

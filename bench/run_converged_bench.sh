@@ -555,6 +555,23 @@ gate_two_epochs() {  # gate_two_epochs K SEED
 }
 for seed in 1 2; do timed "gate-two-epochs-k18-s$seed" gate_two_epochs 18 $seed; done
 
+# 6u. session 19: the two-epoch gate runs of 6t at more seeds and Ks (seeds 3-4 at K = 18, 1-2
+# at K = 36 and 9), read as --restarts 2 groups like 6s, and the recipe's fine-tune of each
+# group's choice, lines "ftK-sS" in gate-two-epochs.txt
+gate_two_epochs_ft() {  # gate_two_epochs_ft K SEED
+  local name=ft$1-s$2 save=$WORK/gate-two-epochs/ft$1-s$2 out=$OUT/gate-two-epochs.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+    --pruned "$WORK/gate-two-epochs/g$1-s$2/pruned.pt" --seed 1
+  grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
+}
+for run in 18-s3 18-s4 36-s1 36-s2 9-s1 9-s2; do
+  timed "gate-two-epochs-k$run" gate_two_epochs "${run%-s*}" "${run#*-s}"
+done
+for group in 18-1 18-3 36-1 9-1; do
+  seed=$(restart_choice "$WORK/gate-two-epochs" "${group%-*}" "${group#*-}")
+  timed "gate-two-epochs-ft${group%-*}-s$seed" gate_two_epochs_ft "${group%-*}" "$seed"
+done
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)

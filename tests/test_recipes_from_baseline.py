@@ -303,6 +303,38 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
     assert proc.returncode != 0 and "--restart-jobs takes a positive number or auto" in proc.stderr
 
 
+def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
+    """sweep.sh --restarts 2: the dsp row is prune-pipelined.sh's restarts (two gate runs, the
+    better stripped model on valid), and its +rec row refits the chosen run's model."""
+    from dsp_fairseq.checkpoint_io import load_checkpoint
+
+    work, out = baseline, tmp_path / "sw"
+
+    def sweep(out, *more, check=True):
+        return run(
+            "bash", RECIPES / "sweep.sh", "--data", work / "data",
+            "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
+            "--methods", "dsp", "--ks", "8", "--gate-init", "none", "--validate-interval", "0",
+            "--gen-args", GEN, "--no-plots", "--restart-jobs", "1",
+            "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 2", *more, check=check,
+        )  # fmt: skip
+
+    proc = sweep(out, "--restarts", "2")
+    row = out / "runs/dsp-k8"
+    choice = json.loads((row / "restarts.json").read_text())
+    assert sorted(choice["valid_sacrebleu"]) == ["seed-1", "seed-2"]
+    assert (row / "pruned.pt").read_bytes() == (row / choice["chosen"] / "pruned.pt").read_bytes()
+    assert f"best of 2 gate runs on valid -> {choice['chosen']}" in (row / "strip.txt").read_text()
+    rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
+    assert sorted(rows) == ["dsp", "dsp+rec"] and "2 gate runs" in proc.stdout
+    refit = load_checkpoint(str(out / "runs/dsp+rec-k8/pruned.pt"))
+    assert refit["dsp_kept_heads"] == load_checkpoint(str(row / "pruned.pt"))["dsp_kept_heads"]
+    for bad, needle in [(("--restarts", "0"), "--restarts takes a positive number of gate runs"),
+                        (("--restart-jobs", "x"), "--restart-jobs takes a positive number or auto")]:  # fmt: skip
+        proc = sweep(tmp_path / "sw2", *bad, check=False)
+        assert proc.returncode == 1 and needle in proc.stderr and not (tmp_path / "sw2").exists()
+
+
 def test_interrupted_side_by_side_restarts_stop_their_gate_runs(baseline, tmp_path):
     """Background jobs of a script ignore Ctrl-C, so prune-pipelined.sh --restart-jobs 2 stops
     its gate runs itself when it is interrupted, and says so: nothing trains on behind it."""

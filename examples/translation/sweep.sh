@@ -7,7 +7,7 @@
 #            [--joint-args "ARGS"] [--gen-args "ARGS"] [--finetune-updates N] [--valid]
 #            [--importance-args "ARGS"] [--recovery reconstruct|none]
 #            [--reconstruct-args "ARGS"] [--gate-objective distill|labels]
-#            [--gate-init importance|none] [--no-plots]
+#            [--gate-init importance|none] [--restarts N] [--restart-jobs J|auto] [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
 #              dsp, dsp-st, ste, hard-concrete   pipelined: gates trained one epoch on the
@@ -49,6 +49,11 @@
 # --gate-init   where pipelined gate logits start (prune-pipelined.sh --gate-init; default:
 #               importance for dsp gates on distill, from OUT/importance.json, the scores
 #               the importance rows use)
+# --restarts N  each pipelined row trains its gates N times (seeds S..S+N-1) and keeps the
+#               run whose stripped model decodes the validation set best
+#               (prune-pipelined.sh --restarts N --recovery none: the +rec and +best rows
+#               then start from the chosen run); default 1
+# --restart-jobs J|auto  how many of those runs train at once (prune-pipelined.sh; default auto)
 # --gate-args   fairseq-train arguments for pipelined gate training only; they override
 #               the schedule (e.g. "--max-tokens 2048 --gate-lr 0.1")
 # --joint-args  fairseq-train arguments for joint-dsp only (e.g. --max-update 20000)
@@ -68,7 +73,7 @@ set -euo pipefail
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
 PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" FT_AVERAGE="" VALID=0 RECOVERY=reconstruct REC_ARGS=""
-OBJECTIVE="" GATE_INIT=""
+OBJECTIVE="" GATE_INIT="" RESTARTS=1 RESTART_JOBS=auto
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -95,6 +100,8 @@ while [[ $# -gt 0 ]]; do
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
     --gate-objective) OBJECTIVE=$2; shift 2 ;;
     --gate-init) GATE_INIT=$2; shift 2 ;;
+    --restarts) RESTARTS=$2; shift 2 ;;
+    --restart-jobs) RESTART_JOBS=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -117,6 +124,9 @@ R="python $ROOT/scripts/results_table.py"
   || die "--gate-objective must be distill or labels, not '$OBJECTIVE'"
 [[ -z $GATE_INIT || $GATE_INIT == importance || $GATE_INIT == none ]] \
   || die "--gate-init must be importance or none, not '$GATE_INIT'"
+[[ $RESTARTS =~ ^[1-9][0-9]*$ ]] || die "--restarts takes a positive number of gate runs, not '$RESTARTS'"
+[[ $RESTART_JOBS == auto || $RESTART_JOBS =~ ^[1-9][0-9]*$ ]] \
+  || die "--restart-jobs takes a positive number or auto, not '$RESTART_JOBS'"
 [[ $RECOVERY == reconstruct || $RECOVERY == none ]] || die "--recovery must be reconstruct or none, not '$RECOVERY'"
 if [[ $RECOVERY == reconstruct ]]; then  # METHOD+rec after every plain selection method
   with_rec=()
@@ -235,7 +245,8 @@ for m in "${METHOD_LIST[@]}"; do
           --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" \
           --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS" \
           ${OBJECTIVE:+--gate-objective "$OBJECTIVE"} ${GATE_INIT:+--gate-init "$GATE_INIT"} \
-          --importance-scores "$OUT/importance.json" --importance-args "$IMP_ARGS"
+          --importance-scores "$OUT/importance.json" --importance-args "$IMP_ARGS" \
+          --restarts "$RESTARTS" --restart-jobs "$RESTART_JOBS" --gen-args "$GEN_ARGS"
         ckpt=$row/pruned.pt report=$row/strip.txt ;;
       joint-dsp)
         bash "$RECIPES/train-dsp-joint.sh" --data "$DATA" --heads-to-keep "$k" --save-dir "$row" \
