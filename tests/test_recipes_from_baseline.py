@@ -197,6 +197,7 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     # the defaults: distill gates, recovery best, the probe scored by the recipe's own choice
     assert result["recovery"] == "best" and result["gate_objective"] == "distill"
     assert result["gate_init"] == "importance" and (tmp_path / "pk/importance.json").is_file()
+    assert result["gate_epochs"] == 1 and "1 epoch(s) on" in proc.stdout
     log = (probe / "train.log").read_text()
     assert "distill_kl" in log
     # validated every N updates (--validate-interval auto: a tenth of the epoch, here 2),
@@ -246,6 +247,8 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     # (in-process: the refusal comes before any recipe runs, so nothing escapes the capture)
     code, _, err = call_cli(pick_k.main, *common[1:], "--ks", "6,99")
     assert code == 2 and "--ks must lie in [1, 36]" in err
+    code, _, err = call_cli(pick_k.main, *common[1:], "--gate-epochs", "0")
+    assert code == 2 and "--gate-epochs must be >= 1, got 0" in err
 
 
 def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
@@ -304,8 +307,9 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
 
 
 def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
-    """sweep.sh --restarts 2: the dsp row is prune-pipelined.sh's restarts (two gate runs, the
-    better stripped model on valid), and its +rec row refits the chosen run's model."""
+    """sweep.sh --restarts 2 --gate-epochs 2: the dsp row is prune-pipelined.sh's restarts (two
+    gate runs of two epochs each, the temperature annealed over both, the better stripped
+    model on valid), and its +rec row refits the chosen run's model."""
     from dsp_fairseq.checkpoint_io import load_checkpoint
 
     work, out = baseline, tmp_path / "sw"
@@ -316,10 +320,10 @@ def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
             "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
             "--methods", "dsp", "--ks", "8", "--gate-init", "none", "--validate-interval", "0",
             "--gen-args", GEN, "--no-plots", "--restart-jobs", "1",
-            "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 2", *more, check=check,
+            "--train-args", f"{TRAIN} {GATE_ARGS}", *more, check=check,
         )  # fmt: skip
 
-    proc = sweep(out, "--restarts", "2")
+    proc = sweep(out, "--restarts", "2", "--gate-epochs", "2")
     row = out / "runs/dsp-k8"
     choice = json.loads((row / "restarts.json").read_text())
     assert sorted(choice["valid_sacrebleu"]) == ["seed-1", "seed-2"]
@@ -327,10 +331,14 @@ def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
     assert f"best of 2 gate runs on valid -> {choice['chosen']}" in (row / "strip.txt").read_text()
     rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
     assert sorted(rows) == ["dsp", "dsp+rec"] and "2 gate runs" in proc.stdout
+    log = (row / "seed-1/train.log").read_text()
+    assert "| end of epoch 2 " in log and "| end of epoch 3 " not in log
+    assert "of the run's" in log and "--max-epoch 2 x" in log  # annealed over both epochs
     refit = load_checkpoint(str(out / "runs/dsp+rec-k8/pruned.pt"))
     assert refit["dsp_kept_heads"] == load_checkpoint(str(row / "pruned.pt"))["dsp_kept_heads"]
     for bad, needle in [(("--restarts", "0"), "--restarts takes a positive number of gate runs"),
-                        (("--restart-jobs", "x"), "--restart-jobs takes a positive number or auto")]:  # fmt: skip
+                        (("--restart-jobs", "x"), "--restart-jobs takes a positive number or auto"),
+                        (("--gate-epochs", "0"), "--gate-epochs takes a positive number of epochs")]:  # fmt: skip
         proc = sweep(tmp_path / "sw2", *bad, check=False)
         assert proc.returncode == 1 and needle in proc.stderr and not (tmp_path / "sw2").exists()
 

@@ -210,6 +210,12 @@ def main(argv=None) -> int:
         help="gate runs per probe, seeds SEED..SEED+N-1, the best on valid kept "
         "(prune-pipelined.sh --restarts; default 1)",
     )
+    parser.add_argument(
+        "--gate-epochs",
+        type=int,
+        default=1,
+        help="epochs of gate training per probe (prune-pipelined.sh --gate-epochs; default 1)",
+    )
     args = parser.parse_args(argv)
     if args.gate_init is None:
         args.gate_init = "importance" if args.gate_objective == "distill" else "none"
@@ -222,6 +228,8 @@ def main(argv=None) -> int:
         return fail(f"--tolerance must be >= 0, got {args.tolerance}")
     if args.restarts < 1:
         return fail(f"--restarts must be >= 1, got {args.restarts}")
+    if args.gate_epochs < 1:
+        return fail(f"--gate-epochs must be >= 1, got {args.gate_epochs}")
     if not os.path.isdir(RECIPES):
         return fail(f"the recipes folder {RECIPES} is missing; install from a source checkout")
     try:
@@ -279,6 +287,7 @@ def main(argv=None) -> int:
                 "--gate-init", args.gate_init,
                 "--importance-scores", os.path.join(args.out, "importance.json"),
                 "--gen-args", args.gen_args, "--restarts", args.restarts,
+                "--gate-epochs", args.gate_epochs,
             )  # fmt: skip
             bleu = chosen_valid_bleu(row, args.recovery)
             if bleu is None:
@@ -302,6 +311,7 @@ def main(argv=None) -> int:
         "gate_objective": args.gate_objective,
         "gate_init": args.gate_init,
         "restarts": args.restarts,
+        "gate_epochs": args.gate_epochs,
         "unpruned_valid_sacrebleu": base,
         "candidates": ks,
         "probes": [probes[k] for k in sorted(probes)],

@@ -11,7 +11,7 @@
 #                      [--recovery best|reconstruct|none] [--reconstruct-args "ARGS"]
 #                      [--gate-init importance|none] [--importance-scores FILE]
 #                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
-#                      [--restart-jobs J|auto] [-- FAIRSEQ-TRAIN-ARGS...]
+#                      [--restart-jobs J|auto] [--gate-epochs N] [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
 #                   transformer_dsp); the gated model takes its shape from it
@@ -42,8 +42,12 @@
 # --importance-scores FILE  where those scores are, or are written once (default
 #                   SAVE_DIR/importance.json; sweep.sh and dsp-pick-k share one file)
 # --importance-args  more dsp-importance arguments (e.g. --max-batches 20)
-# --anneal-updates  temperature annealing length (default: the whole run, one epoch; the
-#                   criterion computes it from the data, batch size and world size)
+# --gate-epochs N   epochs of gate training (default 1); the temperature anneals over all of
+#                   them. With layer distillation (--train-args "--distill-hidden-weight 1")
+#                   two epochs measured better than one at H/4 in every seed (bench/RESULTS.md,
+#                   "Two-epoch gate runs"), for twice the gate training time
+# --anneal-updates  temperature annealing length (default: the whole run, --gate-epochs
+#                   epochs; the criterion computes it from the data, batch size and world size)
 # --l0-penalty      weight of the gate penalty (hard-concrete), per target token
 # --validate-interval N|auto  validate under the test mask (hard top-K) every N updates and
 #                   strip the gates of the best validation (checkpoint_best.pt); auto
@@ -88,7 +92,7 @@ set -euo pipefail
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=best REC_ARGS=""
-OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto
+OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1
 EXTRA=() CALL_ARGS=("$@")
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -115,6 +119,7 @@ while [[ $# -gt 0 ]]; do
     --importance-args) IMP_ARGS=$2; shift 2 ;;
     --restarts) RESTARTS=$2; shift 2 ;;
     --restart-jobs) JOBS=$2; shift 2 ;;
+    --gate-epochs) EPOCHS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -130,6 +135,7 @@ need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
 [[ $RESTARTS =~ ^[1-9][0-9]*$ ]] || die "--restarts takes a positive number of gate runs, not '$RESTARTS'"
 [[ $JOBS == auto || $JOBS =~ ^[1-9][0-9]*$ ]] || die "--restart-jobs takes a positive number or auto, not '$JOBS'"
+[[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
 case $RECOVERY in
   best) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
@@ -286,12 +292,12 @@ if [[ ! -f $SAVE/.done ]]; then
     importance_scores "$BASE" "$DATA" "$SCORES" "$IMP_ARGS"  # the gates' starting logits
     INIT_ARGS=(--gate-init-scores "$SCORES")
   fi
-  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates, one epoch on $BASE -> $SAVE"
+  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates, $EPOCHS epoch(s) on $BASE -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     "${SCHEDULE_ARGS[@]}" "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \
     --gate-type "$GATE" --gate-schedule "$SCHEDULE" --heads-to-keep "$K" \
-    "${OBJECTIVE_ARGS[@]}" "${INIT_ARGS[@]}" --l0-penalty "$L0" --max-epoch 1 --max-update 0 \
+    "${OBJECTIVE_ARGS[@]}" "${INIT_ARGS[@]}" --l0-penalty "$L0" --max-epoch "$EPOCHS" --max-update 0 \
     --save-dir "$SAVE" --no-epoch-checkpoints "${snap[@]}" --seed "$SEED" --log-format json \
     "${ALL_USER[@]}"
   # of older gates (or of an earlier call's restarts): stripped again below
