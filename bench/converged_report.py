@@ -189,15 +189,16 @@ LABELS[TWO_EPOCHS_RESTARTS] = _TWO_EPOCHS_RESTARTS
 LABELS[TWO_EPOCHS_RESTARTS_FT] = _TWO_EPOCHS_RESTARTS + _AT_DEFAULT
 
 
-def gate_layer_seeds(path: str) -> dict:
-    """{K: {seed: (test, valid)}} of the "gK-sS" lines (or "gK-sS-TAG") of a gate-run file such
-    as gate-layer-distillation.txt: the recipe's model (the better of own weights and refit on
-    valid) on test and valid."""
+def gate_layer_seeds(path: str, tag: str = "") -> dict:
+    """{K: {seed: (test, valid)}} of the "gK-sS" lines ("gK-sS-TAG" with TAG) of a gate-run
+    file such as gate-layer-distillation.txt: the recipe's model (the better of own weights
+    and refit on valid) on test and valid."""
     found: dict = {}
     if os.path.isfile(path):
         for line in open(path, encoding="utf-8"):
             m = re.match(
-                r"g([0-9]+)-s([0-9]+)(?:-[a-z0-9]+)?: own valid [0-9.]+; refit valid [0-9.]+; "
+                r"g([0-9]+)-s([0-9]+)" + (f"-{tag}" if tag else "") + r": own valid [0-9.]+; "
+                r"refit valid [0-9.]+; "
                 r"best \S+ test ([0-9.]+) valid ([0-9.]+)",
                 line,
             )
@@ -207,9 +208,9 @@ def gate_layer_seeds(path: str) -> dict:
     return found
 
 
-def gate_layer_runs(path: str) -> dict:
+def gate_layer_runs(path: str, tag: str = "") -> dict:
     """{K: [(test, valid), ...]} of gate_layer_seeds, in seed order."""
-    return {k: [r[s] for s in sorted(r)] for k, r in gate_layer_seeds(path).items()}
+    return {k: [r[s] for s in sorted(r)] for k, r in gate_layer_seeds(path, tag).items()}
 
 
 def restart_runs(by_seed: dict, n: int, then=None) -> dict:
@@ -422,12 +423,14 @@ def main() -> int:
                 gate_layer_seeds(layers_file), RESTARTS, gate_layer_finetunes(layers_file)
             ),
         ),
-        (TWO_EPOCHS_BEST, gate_layer_runs(two_epochs_file)),
-        (TWO_EPOCHS_RESTARTS, restart_runs(gate_layer_seeds(two_epochs_file), RESTARTS)),
+        (TWO_EPOCHS_BEST, gate_layer_runs(two_epochs_file, "e2")),
+        (TWO_EPOCHS_RESTARTS, restart_runs(gate_layer_seeds(two_epochs_file, "e2"), RESTARTS)),
         (
             TWO_EPOCHS_RESTARTS_FT,
             restart_runs(
-                gate_layer_seeds(two_epochs_file), RESTARTS, gate_layer_finetunes(two_epochs_file)
+                gate_layer_seeds(two_epochs_file, "e2"),
+                RESTARTS,
+                gate_layer_finetunes(two_epochs_file),
             ),
         ),
     ):

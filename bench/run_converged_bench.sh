@@ -542,35 +542,39 @@ done
 seed=$(restart_choice "$WORK/gate-default" 18 5)
 timed "gate-default-ft18-s$seed" gate_default_ft 18 "$seed"
 # and the layer-distilled gate run for two epochs instead of one (a probe, 2 seeds at K = 18),
-# lines "gK-sS-e2" in gate-two-epochs.txt
-gate_two_epochs() {  # gate_two_epochs K SEED
-  local name=g$1-s$2-e2 save=$WORK/gate-two-epochs/g$1-s$2 out=$OUT/gate-two-epochs.txt
+# lines "gK-sS-e2" in gate-two-epochs.txt (prune-pipelined.sh --gate-epochs since session 19;
+# the same fairseq-train call as the --train-args "--max-epoch 2" the probe ran with)
+gate_epochs() {  # gate_epochs K SEED EPOCHS
+  local name=g$1-s$2-e$3 save=$WORK/gate-two-epochs/g$1-s$2 out=$OUT/gate-two-epochs.txt
+  [[ $3 == 2 ]] || save=$WORK/gate-epochs/g$1-s$2-e$3
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
-    --save-dir "$save" --preset cpu-small --seed "$2" \
-    --train-args "--distill-hidden-weight 1 --max-epoch 2" \
+    --save-dir "$save" --preset cpu-small --seed "$2" --gate-epochs "$3" \
+    --train-args "--distill-hidden-weight 1" \
     --importance-scores "$WORK/sweep-imp36ft/importance.json"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
   touch "$out"
   grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
 }
-for seed in 1 2; do timed "gate-two-epochs-k18-s$seed" gate_two_epochs 18 $seed; done
+for seed in 1 2; do timed "gate-two-epochs-k18-s$seed" gate_epochs 18 $seed 2; done
 
-# 6u. session 19: the two-epoch gate runs of 6t at more seeds and Ks (seeds 3-4 at K = 18, 1-2
-# at K = 36 and 9), read as --restarts 2 groups like 6s, and the recipe's fine-tune of each
-# group's choice, lines "ftK-sS" in gate-two-epochs.txt
+# 6u. session 19: the two-epoch gate runs of 6t at more seeds and Ks (seeds 3-4 at K = 18, 1-3
+# at K = 36, 1-2 at K = 9), read as --restarts 2 groups like 6s, the recipe's fine-tune of the
+# choice of groups 18-3, 9-1 and 36-1 (lines "ftK-sS" in gate-two-epochs.txt), and a
+# three-epoch run at K = 18 (seed 1, line "g18-s1-e3")
 gate_two_epochs_ft() {  # gate_two_epochs_ft K SEED
   local name=ft$1-s$2 save=$WORK/gate-two-epochs/ft$1-s$2 out=$OUT/gate-two-epochs.txt
   bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
     --pruned "$WORK/gate-two-epochs/g$1-s$2/pruned.pt" --seed 1
   grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
 }
-for run in 18-s3 18-s4 36-s1 36-s2 9-s1 9-s2; do
-  timed "gate-two-epochs-k$run" gate_two_epochs "${run%-s*}" "${run#*-s}"
+for run in 18-s3 18-s4 36-s1 36-s2 36-s3 9-s1 9-s2; do
+  timed "gate-two-epochs-k$run" gate_epochs "${run%-s*}" "${run#*-s}" 2
 done
 for group in 18-1 18-3 36-1 9-1; do
   seed=$(restart_choice "$WORK/gate-two-epochs" "${group%-*}" "${group#*-}")
   timed "gate-two-epochs-ft${group%-*}-s$seed" gate_two_epochs_ft "${group%-*}" "$seed"
 done
+timed gate-epochs-k18-s1-e3 gate_epochs 18 1 3
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

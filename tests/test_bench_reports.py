@@ -604,3 +604,28 @@ def test_restart_rows_take_the_gate_run_the_recipe_would_keep():
     assert converged_report.restart_runs(runs, 1)[18] == [runs[18][s] for s in range(1, 6)]
     finetuned = {(18, 1): (39.1, 39.7), (18, 4): (40.0, 40.0)}  # seed 3 was chosen: not there
     assert converged_report.restart_runs(runs, 2, finetuned) == {18: [(39.1, 39.7)]}
+
+
+def test_converged_report_reads_the_two_epoch_gate_runs(tmp_path):
+    """gate-two-epochs.txt: the "gK-sS-e2" lines are the two-epoch rows (one run, --restarts 2
+    and the fine-tune of the choice, "ftK-sS"); a run of another length ("-e3") is not one."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.0}))
+    (tmp_path / "gate-two-epochs.txt").write_text(
+        "g18-s1-e2: own valid 35.5; refit valid 34.2; best none test 35.4 valid 35.5\n"
+        "g18-s2-e2: own valid 36.1; refit valid 34.9; best none test 36.3 valid 36.1\n"
+        "g18-s1-e3: own valid 39.0; refit valid 34.0; best none test 39.0 valid 39.0\n"
+        "ft18-s2: best test 38.9 valid 39.7; last test 39.2 valid 40.0; valid loss 3.883\n"
+    )
+    lines = report_text(tmp_path).splitlines()
+    label = (
+        "pipelined DSP, default gates with layer distillation, gate run of two epochs + best of "
+        "own weights or reconstruct on valid"
+    )
+    assert f"| {label} | 35.40 (35.50) |  |  |" in lines
+    assert f"| {label} | 18 | 2 | 35.85 | 35.40-36.30 |" in lines  # not the e3 run's 39.0
+    restarts = f"{label}, the best of 2 gate runs on valid (`--restarts 2`)"
+    assert f"| {restarts} | 36.30 (36.10) |  |  |" in lines  # valid chose seed 2
+    assert any(line.startswith(f"| {restarts} + fine-tune") and "| 38.90 (39.70) |" in line
+               for line in lines)  # fmt: skip
+    goal = next(line for line in lines if "a gate run of two epochs (session 19" in line)
+    assert "H/4: 35.85 (mean of 2), 4.15 below (limit 6.0)" in goal and "H/2: not run" in goal
