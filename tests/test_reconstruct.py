@@ -315,3 +315,25 @@ def test_train_gates_with_unfreezes_only_the_named_parameters():
         flags = ["--train-gates-only", *bad] if bad else ["--train-gates-with", "out_proj"]
         with pytest.raises(ValueError, match=message):
             task.build_model(fairseq_cfg(*flags, "--heads-to-keep", "6").model)
+
+
+def test_train_only_freezes_a_stripped_model_but_the_named_layers():
+    """--train-only out_proj,fc2: a reconstructed (stripped, gate-less) model is tuned in the
+    layers the refit set, nothing else; refused with --train-gates-only and for no match."""
+    torch.manual_seed(0)
+    task = tiny_task()
+    _, state = _model_and_state(task)
+    pruned_state, _ = strip_checkpoint(state, kept={p: h[:1] for p, h in all_heads(state).items()})
+    args = model_args(pruned_state)
+    args.train_only = "out_proj,fc2"
+    model = task.build_model(args)
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert trained and all(".out_proj." in n or ".fc2." in n for n in trained)
+    assert len(trained) == 2 * (len(list(model.attention_modules())) + 2)  # + 1+1 layers' fc2
+    args.train_only = "nope"
+    with pytest.raises(ValueError, match="no parameter"):
+        task.build_model(args)
+    with pytest.raises(ValueError, match="--train-gates-with instead"):
+        task.build_model(
+            fairseq_cfg("--train-gates-only", "--train-only", "fc2", "--heads-to-keep", "6").model
+        )

@@ -69,4 +69,5 @@ def dsp_model_args(args: argparse.Namespace) -> argparse.Namespace:
         setattr(new, key, None)
     new.train_gates_only = False
     new.freeze_gates = False
+    new.train_only = None
     return new

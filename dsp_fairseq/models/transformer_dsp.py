@@ -35,6 +35,7 @@ DSP_DEFAULTS = {
     "stripped_heads": None,
     "train_gates_only": False,
     "train_gates_with": None,
+    "train_only": None,
     "freeze_gates": False,
     "gate_init_scores": None,
     "gate_init_scale": 2.0,
@@ -87,6 +88,12 @@ class TransformerDSPModel(TransformerModel):
                                  "names contain one of these comma-separated strings, e.g. "
                                  "out_proj (the gate then chooses heads whose loss the output "
                                  "projections can make up for)")
+        parser.add_argument("--train-only", type=str, metavar="NAMES",
+                            help="train only the parameters whose names contain one of these "
+                                 "comma-separated strings and freeze the rest, e.g. "
+                                 "out_proj,fc2 (the layers dsp-reconstruct refits) to tune a "
+                                 "reconstructed model by distillation; not with "
+                                 "--train-gates-only (use --train-gates-with there)")
         parser.add_argument("--freeze-gates", action="store_true", default=None,
                             help="freeze the gate logits and train with the fixed test mask "
                                  "(fine-tuning phase of pipelined pruning)")
@@ -119,7 +126,22 @@ class TransformerDSPModel(TransformerModel):
         model = super().build_model(args, task)
         model.args = args
         model.setup_heads(args)
+        if args.train_only:
+            if args.train_gates_only:
+                raise ValueError(
+                    "--train-only with --train-gates-only: name the parameters trained "
+                    "beside the gates with --train-gates-with instead"
+                )
+            model._train_only(args.train_only, "--train-only")
         return model
+
+    def _train_only(self, names: str, option: str) -> None:
+        """Freeze every parameter whose name contains none of the comma-separated ``names``."""
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        for name, param in self.named_parameters():
+            param.requires_grad_(any(w in name for w in wanted))
+        if wanted and not any(p.requires_grad for p in self.parameters()):
+            raise ValueError(f"{option} {names}: no parameter name contains it (e.g. out_proj, fc2)")
 
     # -- heads ---------------------------------------------------------------
     def attention_modules(self) -> Iterator[Tuple[AttentionSlot, GatedMultiheadAttention]]:
@@ -165,14 +187,7 @@ class TransformerDSPModel(TransformerModel):
         self.decoder.attach_gate(self.head_gate)
         if args.train_gates_only:
             # The gate's logits are not parameters (the translation_dsp task trains them).
-            also = [n.strip() for n in (args.train_gates_with or "").split(",") if n.strip()]
-            for name, param in self.named_parameters():
-                param.requires_grad_(any(a in name for a in also))
-            if also and not any(p.requires_grad for p in self.parameters()):
-                raise ValueError(
-                    f"--train-gates-with {args.train_gates_with}: no parameter "
-                    "name contains it (e.g. out_proj, fc2)"
-                )
+            self._train_only(args.train_gates_with or "", "--train-gates-with")
         elif args.train_gates_with:
             raise ValueError("--train-gates-with needs --train-gates-only")
         if args.freeze_gates:

@@ -180,6 +180,7 @@ def strip_checkpoint(state: dict, kept: Optional[Dict[str, List[int]]] = None):
     new_args.gate_type = "none"
     new_args.train_gates_only = False
     new_args.freeze_gates = False
+    new_args.train_only = None
 
     new_state = {k: v for k, v in state.items() if k != "last_optimizer_state"}
     new_state["model"] = new_model
