@@ -576,6 +576,39 @@ for group in 18-1 18-3 36-1 9-1; do
 done
 timed gate-epochs-k18-s1-e3 gate_epochs 18 1 3
 
+# 6v. session 20: a tuned refit. The refit's layers (out_proj, fc2) of a reconstructed model
+# trained by gradient on the gate run's objective (KL to the unpruned model + the hidden-state
+# term), everything else frozen (transformer_dsp --train-only), one epoch of 1024-token batches
+# (535 updates) at a constant learning rate, dropout 0.1, the model with the lowest valid loss;
+# lines "tuned-NAME-lrLR" in tuned-refit.txt (score_line.py: best = that model, last = the final)
+tune_refit() {  # tune_refit NAME PRUNED LR [SEED]: tuning seed SEED (data order), default 1
+  local tag=$1-lr$3${4:+-s$4}
+  local name=tuned-$tag save=$WORK/tuned-refit/$tag out=$OUT/tuned-refit.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+    --pruned "$2" --teacher "$BASE" --max-update 535 --dropout 0.1 --average-last 1 --seed "${4:-1}" \
+    --train-args "--train-only out_proj,fc2 --distill-weight 1 --distill-hidden-weight 1 --max-tokens 1024 --lr $3 --warmup-updates 0"
+  touch "$out"
+  grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
+}
+for lr in 1e-4 5e-4 1e-3; do
+  timed "tuned-refit-imp36-lr$lr" tune_refit imp36 "$WORK/sweep/runs/importance+rec-k36/pruned.pt" $lr
+done
+timed tuned-refit-gate36-s1-lr5e-4 tune_refit gate36-s1 "$WORK/gate-layers/g36-s1/pruned.pt" 5e-4
+for k in 18 9; do
+  timed "tuned-refit-imp$k-lr5e-4" tune_refit "imp$k" "$WORK/sweep/runs/importance+rec-k$k/pruned.pt" 5e-4
+done
+# the same at another tuning seed (data order), and the recipe's fine-tune of the tuned K = 18
+# model (fine-tune seed 1; line "ft-tuned-imp18")
+timed tuned-refit-imp36-lr5e-4-s2 tune_refit imp36 "$WORK/sweep/runs/importance+rec-k36/pruned.pt" 5e-4 2
+timed tuned-refit-imp18-lr5e-4-s2 tune_refit imp18 "$WORK/sweep/runs/importance+rec-k18/pruned.pt" 5e-4 2
+ft_tuned() {  # ft_tuned NAME: the recipe's fine-tune of tuned-refit/NAME's model
+  local save=$WORK/tuned-refit/ft-$1 out=$OUT/tuned-refit.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "ft-tuned-$1" "$save" "$DATA" --data "$DATA" \
+    --pruned "$WORK/tuned-refit/$1/pruned.pt" --seed 1
+  grep -q "^ft-tuned-$1:" "$out" || cat "$save/summary.line" >> "$out"
+}
+timed tuned-refit-ft-imp18 ft_tuned imp18-lr5e-4
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)

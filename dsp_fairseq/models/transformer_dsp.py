@@ -141,7 +141,9 @@ class TransformerDSPModel(TransformerModel):
         for name, param in self.named_parameters():
             param.requires_grad_(any(w in name for w in wanted))
         if wanted and not any(p.requires_grad for p in self.parameters()):
-            raise ValueError(f"{option} {names}: no parameter name contains it (e.g. out_proj, fc2)")
+            raise ValueError(
+                f"{option} {names}: no parameter name contains it (e.g. out_proj, fc2)"
+            )
 
     # -- heads ---------------------------------------------------------------
     def attention_modules(self) -> Iterator[Tuple[AttentionSlot, GatedMultiheadAttention]]:
