@@ -594,6 +594,7 @@ for lr in 1e-4 5e-4 1e-3; do
   timed "tuned-refit-imp36-lr$lr" tune_refit imp36 "$WORK/sweep/runs/importance+rec-k36/pruned.pt" $lr
 done
 timed tuned-refit-gate36-s1-lr5e-4 tune_refit gate36-s1 "$WORK/gate-layers/g36-s1/pruned.pt" 5e-4
+timed tuned-refit-gate18-s1-lr5e-4 tune_refit gate18-s1 "$WORK/gate-layers/g18-s1/pruned.pt" 5e-4
 for k in 18 9; do
   timed "tuned-refit-imp$k-lr5e-4" tune_refit "imp$k" "$WORK/sweep/runs/importance+rec-k$k/pruned.pt" 5e-4
 done
