@@ -368,3 +368,72 @@ def test_interrupted_side_by_side_restarts_stop_their_gate_runs(baseline, tmp_pa
     time.sleep(2)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(out) not in ps, [line for line in ps.splitlines() if str(out) in line]
+
+
+def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(baseline, tmp_path):
+    """prune-importance.sh --recovery tuned: the reconstructed model (PRUNED.untuned.pt), one
+    epoch of distillation into out_proj and fc2 alone (every other tensor unchanged), both
+    decoded on valid and the better copied to PRUNED.pt, the choice in its report; a rerun
+    writes nothing. prune-pipelined.sh --recovery tuned tunes the recovery it chose the same way."""
+    import torch
+
+    from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+
+    work, out = baseline, tmp_path / "imp8.pt"
+    base = work / "baseline/checkpoint_best.pt"
+
+    def prune(*more, check=True):
+        return run(
+            "bash", RECIPES / "prune-importance.sh", "--data", work / "data", "--base", base,
+            "--heads-to-keep", "8", "--output", out, "--preset", "cpu-small", "--gen-args", GEN,
+            "--importance-args", "--max-batches 2", *more, check=check,
+        )  # fmt: skip
+
+    proc = prune("--recovery", "tuned")
+    tuned = tmp_path / "imp8.tuned"
+    start, run_model = (
+        load_checkpoint(str(tmp_path / "imp8.untuned.pt")),
+        load_checkpoint(str(tuned / "run/pruned.pt")),
+    )
+    assert model_args(start).stripped_heads == model_args(run_model).stripped_heads
+    changed = {
+        name for name, t in start["model"].items() if not torch.equal(t, run_model["model"][name])
+    }
+    assert changed and all(".out_proj." in n or ".fc2." in n for n in changed), changed
+    assert any(".out_proj." in n for n in changed) and any(".fc2." in n for n in changed)
+    epoch = run(BIN / "python", "-m", "dsp_fairseq.recipes.pipelined_args", "--epoch-updates",
+                "--data", work / "data/bin", "--base", base, "--max-tokens", "1024").stdout  # fmt: skip
+    log = (tuned / "run/train.log").read_text()
+    assert f"'max_update': {int(epoch)}" in log and "train_only='out_proj,fc2'" in log
+    bleu = {c: json.loads((tuned / f"valid-{c}/score.json").read_text())["sacrebleu"]
+            for c in ("untuned", "tuned")}  # fmt: skip
+    chosen = "tuned" if bleu["tuned"] > bleu["untuned"] else "untuned"
+    assert json.loads((tuned / "tune.json").read_text()) == {
+        "tuning": "best", "chosen": chosen, "valid_sacrebleu": bleu,
+        "valid_sacrebleu_chosen": bleu[chosen],
+    }  # fmt: skip
+    src = tuned / "run/pruned.pt" if chosen == "tuned" else tmp_path / "imp8.untuned.pt"
+    assert out.read_bytes() == src.read_bytes()
+    report = (tmp_path / "imp8.strip.txt").read_text()
+    assert report.startswith((tmp_path / "imp8.untuned.strip.txt").read_text())
+    assert f"recovery: tuned refit kept on valid if better -> {chosen}" in report
+    assert f"recovery: tuned refit kept on valid if better -> {chosen}" in proc.stdout
+    written = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    prune("--recovery", "tuned")
+    assert [p for p in written if p.stat().st_mtime_ns != written[p]] == []
+    proc = prune("--recovery", "retrained", check=False)
+    assert proc.returncode != 0 and "--recovery must be reconstruct, tuned or none" in proc.stderr
+
+    save = tmp_path / "pipelined"
+    proc = run(
+        "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data", "--base", base,
+        "--heads-to-keep", "8", "--save-dir", save, "--preset", "cpu-small", "--recovery", "tuned",
+        "--validate-interval", "0", "--gen-args", GEN, "--importance-scores",
+        tmp_path / "importance.json", "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3",
+    )  # fmt: skip
+    choice = json.loads((save / "tuned/tune.json").read_text())
+    assert (save / "pruned.pt").read_bytes() == (save / "tuned/pruned.pt").read_bytes()
+    report = (save / "strip.txt").read_text()
+    assert "recovery: best of none and reconstruct on valid ->" in report
+    assert f"recovery: tuned refit kept on valid if better -> {choice['chosen']}" in report
+    assert report.count("tuned refit") == 1 and "tuned refit" in proc.stdout

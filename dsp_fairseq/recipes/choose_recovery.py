@@ -1,14 +1,15 @@
 """The pruned model chosen by its validation score: the recovery (``--recovery best``) or the
-gate run (``--restarts N``) of prune-pipelined.sh.
+gate run (``--restarts N``) of prune-pipelined.sh, or the tuned or untuned model (tune-refit.sh).
 
     python -m dsp_fairseq.recipes.choose_recovery --candidate reconstruct=DIR/score.json \\
-        --candidate none=DIR/score.json [--output RECOVERY.json] [--kind recovery|restarts]
+        --candidate none=DIR/score.json [--output RECOVERY.json] [--kind recovery|restarts|tuning]
 
 Each candidate is a name and the ``score.json`` that ``evaluate.sh --subset valid``
 wrote for its model. Prints the name of the candidate with the highest sacreBLEU (ties:
 the first listed) and, with ``--output``, writes (atomically) ``{"recovery": "best",
 "chosen": NAME, "valid_sacrebleu": {NAME: BLEU, ...}, "valid_sacrebleu_chosen": BLEU}``
-(with ``--kind restarts``: ``"restarts": N`` in place of ``"recovery": "best"``).
+(with ``--kind restarts``: ``"restarts": N`` in place of ``"recovery": "best"``; with ``--kind
+tuning``: ``"tuning": "best"``).
 Only validation scores are meant to be given: the test set must never choose.
 """
 
@@ -52,8 +53,9 @@ def main(argv=None) -> int:
     parser.add_argument("--candidate", action="append", required=True, metavar="NAME=SCORE.json")
     parser.add_argument("--output", help="write the choice and the scores here (JSON)")
     parser.add_argument(
-        "--kind", choices=("recovery", "restarts"), default="recovery",
-        help="what the candidates are: recoveries of one model, or gate runs (restarts)",
+        "--kind", choices=("recovery", "restarts", "tuning"), default="recovery",
+        help="what the candidates are: recoveries of one model, gate runs (restarts), or a "
+        "model and its tuned refit (tuning)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:
@@ -64,7 +66,11 @@ def main(argv=None) -> int:
     chosen = choose(scores)
     bleu: Dict[str, float] = dict(scores)
     if args.output:
-        head = {"recovery": "best"} if args.kind == "recovery" else {"restarts": len(scores)}
+        head = {
+            "recovery": {"recovery": "best"},
+            "restarts": {"restarts": len(scores)},
+            "tuning": {"tuning": "best"},
+        }[args.kind]
         doc = {
             **head,
             "chosen": chosen,

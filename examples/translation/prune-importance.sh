@@ -5,7 +5,8 @@
 #
 #   prune-importance.sh --data DIR --base BASE.pt --heads-to-keep K --output PRUNED.pt
 #                       [--scores SCORES.json] [--importance-args "ARGS"] [--random [--seed S]]
-#                       [--recovery reconstruct|none] [--reconstruct-args "ARGS"]
+#                       [--recovery reconstruct|tuned|none] [--reconstruct-args "ARGS"]
+#                       [--preset iwslt|cpu-small] [--gen-args "ARGS"]
 #
 # --scores  where the head-importance scores are (or will be) written; default
 #           importance.json beside --output. They are computed once (dsp-importance on the
@@ -14,13 +15,18 @@
 # --random  keep K heads drawn at random (seeded) instead.
 # --recovery  reconstruct (default, the best measured without training): refit the kept
 #           heads' output projections against the unpruned model on training batches
-#           (dsp-strip --reconstruct, a minute or two); none: strip only
+#           (dsp-strip --reconstruct, a minute or two); none: strip only; tuned: reconstruct,
+#           then the tuned refit (tune-refit.sh: out_proj and fc2 trained towards the
+#           unpruned model for one epoch, the rest frozen, kept when it decodes valid better;
+#           the reconstructed model stays in PRUNED.untuned.pt, the run in PRUNED.tuned/)
+# --preset, --gen-args  the tuned refit's training preset and validation decodes' options
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # Output: PRUNED.pt and PRUNED.strip.txt (dsp-strip's table). Existing outputs are kept.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" K="" OUTPUT="" SCORES="" RANDOM_HEADS=0 SEED=1 IMP_ARGS="" RECOVERY=reconstruct REC_ARGS=""
+PRESET=${PRESET:-iwslt} GEN_ARGS=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -33,6 +39,8 @@ while [[ $# -gt 0 ]]; do
     --seed) SEED=$2; shift 2 ;;
     --recovery) RECOVERY=$2; shift 2 ;;
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
+    --preset) PRESET=$2; shift 2 ;;
+    --gen-args) GEN_ARGS=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -45,14 +53,24 @@ need_tool dsp-strip
 need_data "$DATA"
 need_file "$BASE" "--base: the trained baseline checkpoint"
 need_dir "$(dirname "$OUTPUT")" "--output's folder; create it first"
-recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS"
+case $RECOVERY in
+  tuned) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS"; need_tool fairseq-train ;;
+  reconstruct|none) recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS" ;;
+  *) die "--recovery must be reconstruct, tuned or none, not '$RECOVERY'" ;;
+esac
 REPORT=${OUTPUT%.pt}.strip.txt
+# with --recovery tuned the stripped model is the tuned refit's start, OUTPUT its choice
+STRIPPED=$OUTPUT
+[[ $RECOVERY == tuned ]] && STRIPPED=${OUTPUT%.pt}.untuned.pt
+STRIPPED_REPORT=${STRIPPED%.pt}.strip.txt
 
 if [[ -s $OUTPUT && -s $REPORT ]]; then
   say "$OUTPUT exists; kept"
   exit 0
 fi
-if [[ $RANDOM_HEADS == 1 ]]; then
+if [[ -s $STRIPPED && -s $STRIPPED_REPORT ]]; then
+  say "$STRIPPED exists; kept"
+elif [[ $RANDOM_HEADS == 1 ]]; then
   say "keep $K random heads (seed $SEED) of $BASE -> $OUTPUT"
   select=(--random --heads-to-keep "$K" --seed "$SEED")
 else
@@ -62,9 +80,21 @@ else
   say "keep the $K most important heads of $BASE -> $OUTPUT"
   select=(--importance "$SCORES" --heads-to-keep "$K")
 fi
-[[ $RECOVERY == reconstruct ]] && say "reconstruct the pruned attentions on training batches of $DATA/bin"
-dsp-strip --input "$BASE" --output "$OUTPUT" "${select[@]}" "${RECOVER[@]}" --force > "$REPORT.tmp" \
-  || die "dsp-strip failed (see the message above)"
-mv "$REPORT.tmp" "$REPORT"
-grep -E '^(heads kept|parameters):' "$REPORT" | sed 's/^/  /' || true
+if [[ ! -s $STRIPPED || ! -s $STRIPPED_REPORT ]]; then
+  [[ $RECOVERY == none ]] || say "reconstruct the pruned attentions on training batches of $DATA/bin"
+  dsp-strip --input "$BASE" --output "$STRIPPED" "${select[@]}" "${RECOVER[@]}" --force > "$STRIPPED_REPORT.tmp" \
+    || die "dsp-strip failed (see the message above)"
+  mv "$STRIPPED_REPORT.tmp" "$STRIPPED_REPORT"
+fi
+if [[ $RECOVERY == tuned ]]; then
+  tuned=${OUTPUT%.pt}.tuned
+  bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$STRIPPED" --base "$BASE" --save-dir "$tuned" \
+    --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
+    || die "the tuned refit failed (see above); a rerun resumes it"
+  cp "$tuned/pruned.pt" "$OUTPUT.tmp"
+  { cat "$STRIPPED_REPORT"; tuning_line "$tuned"; } > "$REPORT.tmp"
+  mv "$OUTPUT.tmp" "$OUTPUT"
+  mv "$REPORT.tmp" "$REPORT"
+fi
+grep -E '^(heads kept|parameters|recovery):' "$REPORT" | sed 's/^/  /' || true
 echo "done: $OUTPUT"

@@ -8,7 +8,7 @@
 #                      [--preset iwslt|cpu-small] [--l0-penalty X] [--anneal-updates N]
 #                      [--validate-interval N|auto] [--snapshot-interval N] [--args-file F]
 #                      [--seed S] [--train-args "ARGS"] [--gate-objective distill|labels]
-#                      [--recovery best|reconstruct|none] [--reconstruct-args "ARGS"]
+#                      [--recovery best|tuned|reconstruct|none] [--reconstruct-args "ARGS"]
 #                      [--gate-init importance|none] [--importance-scores FILE]
 #                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
 #                      [--restart-jobs J|auto] [--gate-epochs N] [-- FAIRSEQ-TRAIN-ARGS...]
@@ -64,7 +64,12 @@
 #                   two validation decodes add a minute or two;
 #                   reconstruct: refit the kept heads' output projections and the FFN output
 #                   layers against the unpruned model on training batches while stripping
-#                   (dsp-strip --reconstruct, a minute or two); none: strip only
+#                   (dsp-strip --reconstruct, a minute or two); none: strip only;
+#                   tuned: best, then the tuned refit (tune-refit.sh: only out_proj and fc2
+#                   trained towards the unpruned model for one epoch, the rest frozen, kept
+#                   when it decodes valid better; in SAVE_DIR/tuned/): the best measured
+#                   recovery without a full fine-tune at H/4 (bench/RESULTS.md "A tuned
+#                   refit"), for about as long again as the gate run
 # --gen-args        more fairseq-generate arguments for --recovery best's validation decodes
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # --preset          optimisation settings (the learning rate only matters to the gates'
@@ -86,7 +91,8 @@
 # Output: SAVE_DIR/checkpoint_{best,last}.pt (gated; with --restarts in SAVE_DIR/seed-SEED/),
 # SAVE_DIR/pruned.pt (stripped),
 # SAVE_DIR/strip.txt, SAVE_DIR/train.log (with --recovery best also SAVE_DIR/recovery.json and
-# the candidates' scores in SAVE_DIR/valid-{none,reconstruct}/). Finished steps are skipped on a rerun.
+# the candidates' scores in SAVE_DIR/valid-{none,reconstruct}/; with --recovery tuned also
+# SAVE_DIR/tuned/, tune-refit.sh's folder). Finished steps are skipped on a rerun.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
@@ -138,9 +144,9 @@ need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
 case $RECOVERY in
-  best) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
+  best|tuned) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
   reconstruct|none) recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS" ;;
-  *) die "--recovery must be best, reconstruct or none, not '$RECOVERY'" ;;
+  *) die "--recovery must be best, tuned, reconstruct or none, not '$RECOVERY'" ;;
 esac
 [[ $RECOVERY == none ]] || RECOVER+=(--unpruned "$BASE")  # the unpruned model the gates start from
 [[ -n $OBJECTIVE ]] || { [[ $GATE == dsp ]] && OBJECTIVE=distill || OBJECTIVE=labels; }
@@ -167,6 +173,20 @@ ALL_USER=("${USER_ARGS[@]}" "${EXTRA[@]}")
 TRAIN_ALL=("${PRESET_ARGS[@]}" "${SCHEDULE_ARGS[@]}" "${ALL_USER[@]}")
 mkdir -p "$SAVE"
 
+# --recovery tuned: the tuned refit of SAVE_DIR/pruned.pt (tune-refit.sh, in SAVE_DIR/tuned),
+# put in its place when it decodes valid better; a rerun copies and notes it only once
+tune_chosen() {
+  [[ $RECOVERY == tuned ]] || return 0
+  bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$SAVE/pruned.pt" --base "$BASE" \
+    --save-dir "$SAVE/tuned" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
+    || die "the tuned refit failed (see above); a rerun resumes it"
+  if ! cmp -s "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt"; then
+    cp "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt.tmp"
+    mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
+  fi
+  grep -q '^recovery: tuned refit' "$SAVE/strip.txt" || tuning_line "$SAVE/tuned" >> "$SAVE/strip.txt"
+}
+
 if [[ $RESTARTS -gt 1 ]]; then
   # This call once per seed, each in its own folder (each resumes and skips on its own), all
   # sharing one importance file; then the run that decodes the validation set best.
@@ -175,6 +195,7 @@ if [[ $RESTARTS -gt 1 ]]; then
     [[ ${CALL_ARGS[i]} == -- ]] && break
     case ${CALL_ARGS[i]} in
       --restarts|--restart-jobs|--seed|--save-dir|--importance-scores) ;;
+      --recovery) own+=(--recovery "${RECOVERY/tuned/best}") ;;  # the chosen run is tuned once, here
       *) own+=("${CALL_ARGS[i]}" "${CALL_ARGS[i + 1]}") ;;
     esac
   done
@@ -226,7 +247,7 @@ if [[ $RESTARTS -gt 1 ]]; then
   candidates=() scores=()
   for (( s = SEED; s < SEED + RESTARTS; s++ )); do
     run_dir=$SAVE/seed-$s
-    if [[ $RECOVERY == best ]]; then
+    if [[ $RECOVERY == best || $RECOVERY == tuned ]]; then
       chosen=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$run_dir/recovery.json")
       score_dir=$run_dir/valid-$chosen
     else
@@ -255,6 +276,7 @@ if [[ $RESTARTS -gt 1 ]]; then
       rm -f "$SAVE/$f"
     fi
   done
+  tune_chosen
   grep -E '^(heads kept|parameters|recovery|restarts):' "$SAVE/strip.txt" | sed 's/^/  /'
   echo "done: $SAVE/pruned.pt"
   exit 0
@@ -302,6 +324,7 @@ if [[ ! -f $SAVE/.done ]]; then
     "${ALL_USER[@]}"
   # of older gates (or of an earlier call's restarts): stripped again below
   rm -f "$SAVE"/pruned-{none,reconstruct}.pt "$SAVE"/strip-{none,reconstruct}.txt "$SAVE/recovery"
+  rm -rf "$SAVE/tuned"
   touch "$SAVE/.done"
 fi
 
@@ -318,7 +341,8 @@ strip_gates() {
 
 if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt || $(cat "$SAVE/recovery" 2>/dev/null) != "$RECOVERY" ]]; then
   rm -f "$SAVE/recovery" "$SAVE/recovery.json"
-  if [[ $RECOVERY == best ]]; then
+  rm -rf "$SAVE/tuned"  # tuned from another recovery's model
+  if [[ $RECOVERY == best || $RECOVERY == tuned ]]; then
     # Both candidates, each scored on the validation set; the test set is never used to choose.
     for cand in none reconstruct; do
       say "strip the heads dropped by the best gates (checkpoint_best.pt), recovery $cand -> $SAVE/pruned-$cand.pt"
@@ -345,5 +369,6 @@ if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt || $(cat "$SAVE/recovery" 2>/
   fi
   echo "$RECOVERY" > "$SAVE/recovery"
 fi
+tune_chosen
 grep -E '^(heads kept|parameters|recovery):' "$SAVE/strip.txt" | sed 's/^/  /'
 echo "done: $SAVE/pruned.pt"

@@ -55,6 +55,13 @@ recovery_args() {
 # score_of DIR: the sacreBLEU in DIR/score.json (written by evaluate.sh), 2 decimals.
 score_of() { python -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["sacrebleu"])' "$1/score.json"; }
 
+# tuning_line DIR: the report line of tune-refit.sh's choice in DIR (tune.json, valid-*/).
+tuning_line() {
+  local chosen
+  chosen=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$1/tune.json")
+  echo "recovery: tuned refit kept on valid if better -> $chosen (valid sacreBLEU: untuned $(score_of "$1/valid-untuned"), tuned $(score_of "$1/valid-tuned"))"
+}
+
 # Words of a string as an array (for --train-args / --gen-args).
 split_words() { local -n _out=$1; read -r -a _out <<< "${2:-}"; }
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The tuned refit: train only the layers the reconstruction refits (the attention output
+# projections and the FFN output layers) of a pruned model towards the unpruned model, the rest
+# frozen, then keep the tuned model only if it decodes the validation set better than the model
+# it started from (bench/RESULTS.md, "A tuned refit").
+#
+#   tune-refit.sh --data DIR --pruned PRUNED.pt --base BASE.pt --save-dir DIR
+#                 [--preset iwslt|cpu-small] [--seed S] [--lr LR] [--epochs N]
+#                 [--layers NAMES] [--gen-args "ARGS"] [--train-args "ARGS"]
+#
+# --pruned    a stripped model, typically reconstructed (dsp-strip --reconstruct, or the
+#             pruned.pt of prune-pipelined.sh / prune-importance.sh); it is never modified
+# --base      the unpruned model: the teacher. The objective is the gate run's: KL(unpruned ||
+#             pruned) on the output vocabulary plus the hidden-state term (criterion
+#             dsp_distillation --distill-weight 1 --distill-hidden-weight 1), no labels
+# --layers    the parameters that train, as transformer_dsp --train-only takes them (default
+#             out_proj,fc2: what the refit changes)
+# --epochs    epochs of 1024-token batches (default 1; 535 updates on Multi30k), at a constant
+#             learning rate --lr (default 5e-4, the best of 1e-4 / 5e-4 / 1e-3 at H/2 on
+#             Multi30k), dropout 0.1; the model is the checkpoint with the lowest validation loss
+# --seed      the run's seed (data order)
+# --gen-args  more fairseq-generate arguments for the two validation decodes
+# --train-args  more fairseq-train arguments (they override the above)
+# Output: SAVE_DIR/pruned.pt (the tuned model, or a copy of --pruned when that decodes valid at
+# least as well), SAVE_DIR/tune.json (the choice and both validation scores), SAVE_DIR/run/
+# (finetune-pruned.sh's run), SAVE_DIR/valid-{untuned,tuned}/ (evaluate.sh). An interrupted run
+# resumes; a finished one is skipped.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
+
+DATA="" PRUNED="" BASE="" SAVE="" PRESET=${PRESET:-iwslt} SEED=1 LR=5e-4 EPOCHS=1
+LAYERS=out_proj,fc2 GEN_ARGS="" TRAIN_ARGS=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --data) DATA=$2; shift 2 ;;
+    --pruned) PRUNED=$2; shift 2 ;;
+    --base) BASE=$2; shift 2 ;;
+    --save-dir) SAVE=$2; shift 2 ;;
+    --preset) PRESET=$2; shift 2 ;;
+    --seed) SEED=$2; shift 2 ;;
+    --lr) LR=$2; shift 2 ;;
+    --epochs) EPOCHS=$2; shift 2 ;;
+    --layers) LAYERS=$2; shift 2 ;;
+    --gen-args) GEN_ARGS=$2; shift 2 ;;
+    --train-args) TRAIN_ARGS=$2; shift 2 ;;
+    -h|--help) usage ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+need_value --data "$DATA"
+need_value --pruned "$PRUNED"
+need_value --base "$BASE"
+need_value --save-dir "$SAVE"
+need_tool python fairseq-train
+need_data "$DATA"
+need_file "$PRUNED" "--pruned: a checkpoint written by dsp-strip"
+need_file "$BASE" "--base: the unpruned model to tune towards"
+[[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--epochs takes a positive number of epochs, not '$EPOCHS'"
+[[ -n $LAYERS ]] || die "--layers names the parameters to train (e.g. out_proj,fc2)"
+mkdir -p "$SAVE"
+
+if [[ ! -s $SAVE/tune.json ]]; then
+  epoch=$(python -m dsp_fairseq.recipes.pipelined_args --epoch-updates --data "$DATA/bin" \
+    --base "$BASE" --max-tokens 1024) || die "cannot count the updates of one epoch of $DATA/bin (see above)"
+  say "tuned refit: $LAYERS of $PRUNED trained towards $BASE, $EPOCHS epoch(s) ($(( epoch * EPOCHS )) updates) -> $SAVE"
+  bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$PRUNED" --save-dir "$SAVE/run" \
+    --preset "$PRESET" --seed "$SEED" --teacher "$BASE" --max-update $(( epoch * EPOCHS )) \
+    --dropout 0.1 --average-last 1 \
+    --train-args "--train-only $LAYERS --distill-weight 1 --distill-hidden-weight 1 --max-tokens 1024 --lr $LR --warmup-updates 0 $TRAIN_ARGS" \
+    || die "the tuning run failed (see above); a rerun resumes it"
+  for cand in untuned tuned; do
+    model=$PRUNED
+    [[ $cand == tuned ]] && model=$SAVE/run/pruned.pt
+    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$model" --out "$SAVE/valid-$cand" \
+      --subset valid --gen-args "$GEN_ARGS"
+  done
+  # the untuned model first: a tie keeps it
+  chosen=$(python -m dsp_fairseq.recipes.choose_recovery --kind tuning --output "$SAVE/tune.json.tmp" \
+    --candidate untuned="$SAVE/valid-untuned/score.json" --candidate tuned="$SAVE/valid-tuned/score.json") \
+    || die "cannot compare the two models' validation scores (see above)"
+  model=$PRUNED
+  [[ $chosen == tuned ]] && model=$SAVE/run/pruned.pt
+  cp "$model" "$SAVE/pruned.pt.tmp"
+  mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
+  mv "$SAVE/tune.json.tmp" "$SAVE/tune.json"
+fi
+say "$(tuning_line "$SAVE")"
+echo "done: $SAVE/pruned.pt"
