@@ -155,8 +155,9 @@ def test_smallest_passing_bisects_the_candidates():
 
 
 def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
-    """A probe's valid score is the one prune-pipelined.sh chose by: the restarts' choice
-    first (--restarts), else --recovery best's; with neither, None (pick-k decodes valid)."""
+    """A probe's valid score is the one prune-pipelined.sh chose by: with --recovery tuned the
+    tuned refit's choice, then the restarts' choice (--restarts), else --recovery best's; with
+    none of them, None (pick-k decodes valid)."""
     from dsp_fairseq.cli.pick_k import chosen_valid_bleu
 
     def write(name, bleu):
@@ -169,6 +170,11 @@ def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
     write("restarts.json", 33.25)
     assert chosen_valid_bleu(str(tmp_path), "best") == 33.25
     assert chosen_valid_bleu(str(tmp_path), "none") == 33.25
+    assert chosen_valid_bleu(str(tmp_path), "tuned") == 33.25  # not tuned yet
+    (tmp_path / "tuned").mkdir()
+    write("tuned/tune.json", 34.5)  # --recovery tuned: the tuned refit's choice comes last
+    assert chosen_valid_bleu(str(tmp_path), "tuned") == 34.5
+    assert chosen_valid_bleu(str(tmp_path), "best") == 33.25
 
 
 def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):

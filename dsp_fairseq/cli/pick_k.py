@@ -13,7 +13,8 @@ importance's scores (computed once, OUT/importance.json) and trained on KL to
 the unpruned model with the output layers adapting, and the better on valid of the gate
 run's own weights and the refit against the unpruned model; ``--gate-objective labels``
 for gates trained on the references with the model frozen, ``--recovery reconstruct`` or
-``none`` to score one of the two candidates; ``--restarts N`` for the best of N gate runs
+``none`` to score one of the two candidates, ``--recovery tuned`` to tune the chosen one's
+out_proj and fc2 towards the unpruned model (tune-refit.sh); ``--restarts N`` for the best of N gate runs
 on valid at each K) at a few K,
 scores each stripped model with sacreBLEU on the validation set
 (``evaluate.sh --subset valid``; the test set is never used to choose) and
@@ -93,9 +94,14 @@ def valid_bleu(data: str, checkpoint: str, out: str, gen_args: str) -> float:
 
 
 def chosen_valid_bleu(row: str, recovery: str) -> Optional[float]:
-    """The valid score prune-pipelined.sh already measured for its choice (of the gate runs
-    with --restarts, of the recoveries with --recovery best)."""
-    names = ["restarts.json"] + (["recovery.json"] if recovery == "best" else [])
+    """The valid score prune-pipelined.sh already measured for its choice (of the tuned refit
+    with --recovery tuned, of the gate runs with --restarts, of the recoveries with --recovery
+    best)."""
+    names = (
+        [os.path.join("tuned", "tune.json")] * (recovery == "tuned")
+        + ["restarts.json"]
+        + ["recovery.json"] * (recovery in ("best", "tuned"))
+    )
     for path in (os.path.join(row, name) for name in names):
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as f:
@@ -148,9 +154,11 @@ def plot_frontier(result: dict, output: str) -> List[str]:
     recovery = result.get("recovery", "none")
     ax.set_title(
         "Pipelined DSP"
-        + {"reconstruct": " + reconstruction", "best": " + best recovery on valid"}.get(
-            recovery, ""
-        )
+        + {
+            "reconstruct": " + reconstruction",
+            "best": " + best recovery on valid",
+            "tuned": " + tuned refit",
+        }.get(recovery, "")
         + ": validation BLEU against heads kept"
     )
     ax.legend(loc="lower right")
@@ -197,11 +205,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--recovery",
-        choices=("best", "reconstruct", "none"),
+        choices=("best", "tuned", "reconstruct", "none"),
         default="best",
         help="what each probe's stripped model gets before it is scored (prune-pipelined.sh "
         "--recovery): best (default: the better on valid of the gate run's own weights and "
-        "the refit), reconstruct (dsp-strip --reconstruct on training batches) or none",
+        "the refit), tuned (best, then out_proj and fc2 tuned towards the unpruned model for "
+        "one epoch, kept if better on valid: tune-refit.sh), reconstruct (dsp-strip "
+        "--reconstruct on training batches) or none",
     )
     parser.add_argument(
         "--restarts",
