@@ -84,7 +84,7 @@ publish() {
     [[ -f $f ]] && mkdir -p "$OUT/alternating" && cp "$f" "$OUT/alternating/$(basename "$(dirname "$f")").json"
   done
   local pick
-  for pick in pick-k pick-k-rec pick-k-best pick-k-impinit; do
+  for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -609,6 +609,18 @@ ft_tuned() {  # ft_tuned NAME: the recipe's fine-tune of tuned-refit/NAME's mode
   grep -q "^ft-tuned-$1:" "$out" || cat "$save/summary.line" >> "$out"
 }
 timed tuned-refit-ft-imp18 ft_tuned imp18-lr5e-4
+
+# 6w. session 21: the tuned refit (tune_refit at LR 5e-4: the training run of tune-refit.sh,
+# which --recovery tuned runs, 535 updates = one epoch here) on layer-distilled gate seeds 2
+# and 3 at K = 18 (stage 6r's models), a third tuning seed of importance's K = 18 model, the recipe's fine-tune of the
+# tuned gate seed 2; lines as in 6v. Then dsp-pick-k with --recovery tuned (every other
+# default), in pick-k-tuned/
+timed tuned-refit-gate18-s2-lr5e-4 tune_refit gate18-s2 "$WORK/gate-layers/g18-s2/pruned.pt" 5e-4
+timed tuned-refit-gate18-s3-lr5e-4 tune_refit gate18-s3 "$WORK/gate-layers/g18-s3/pruned.pt" 5e-4
+timed tuned-refit-imp18-lr5e-4-s3 tune_refit imp18 "$WORK/sweep/runs/importance+rec-k18/pruned.pt" 5e-4 3
+timed tuned-refit-ft-gate18-s2 ft_tuned gate18-s2-lr5e-4
+timed pick-k-tuned dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-tuned" --tolerance 0.5 \
+  --recovery tuned
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
