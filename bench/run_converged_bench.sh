@@ -599,7 +599,7 @@ for k in 18 9; do
   timed "tuned-refit-imp$k-lr5e-4" tune_refit "imp$k" "$WORK/sweep/runs/importance+rec-k$k/pruned.pt" 5e-4
 done
 # the same at another tuning seed (data order), and the recipe's fine-tune of the tuned K = 18
-# model (fine-tune seed 1; line "ft-tuned-imp18")
+# model (fine-tune seed 1; line "ft-tuned-imp18-lr5e-4")
 timed tuned-refit-imp36-lr5e-4-s2 tune_refit imp36 "$WORK/sweep/runs/importance+rec-k36/pruned.pt" 5e-4 2
 timed tuned-refit-imp18-lr5e-4-s2 tune_refit imp18 "$WORK/sweep/runs/importance+rec-k18/pruned.pt" 5e-4 2
 ft_tuned() {  # ft_tuned NAME: the recipe's fine-tune of tuned-refit/NAME's model

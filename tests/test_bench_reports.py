@@ -629,3 +629,51 @@ def test_converged_report_reads_the_two_epoch_gate_runs(tmp_path):
                for line in lines)  # fmt: skip
     goal = next(line for line in lines if "a gate run of two epochs (session 19" in line)
     assert "H/4: 35.85 (mean of 2), 4.15 below (limit 6.0)" in goal and "H/2: not run" in goal
+
+
+def test_converged_report_reads_the_tuned_refit_as_recovery_tuned_keeps_it(tmp_path):
+    """tuned-refit.txt's lines at tune-refit.sh's learning rate become the tuned rows, each
+    run the tuned model only where it decodes valid better than its start (the gate run's
+    line, or importance + reconstruct's cell), as --recovery tuned keeps it; other learning
+    rates and starts not in the table are left out."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.0}))
+    (tmp_path / "results.json").write_text(json.dumps([
+        {"method": "importance+rec", "heads_to_keep": 18, "sacrebleu": 34.0,
+         "valid_sacrebleu": 34.5},
+    ]))  # fmt: skip
+    (tmp_path / "gate-layer-distillation.txt").write_text(
+        "g18-s1: own valid 35.0; refit valid 35.5; best reconstruct test 35.0 valid 35.5\n"
+        "g18-s2: own valid 34.0; refit valid 33.0; best none test 34.0 valid 34.0\n"
+        "g36-s1: own valid 38.0; refit valid 38.5; best reconstruct test 38.0 valid 38.5\n"
+    )
+    (tmp_path / "tuned-refit.txt").write_text(
+        "# header\n"
+        "tuned-imp18-lr1e-4: best test 39.0 valid 39.0; valid loss 0.3\n"  # not the default lr
+        "tuned-imp18-lr5e-4: best test 36.0 valid 36.5; last test 36.0 valid 36.5; valid loss 0.6\n"
+        "tuned-imp18-lr5e-4-s2: best test 35.5 valid 34.4; valid loss 0.6\n"  # worse on valid
+        "tuned-imp9-lr5e-4: best test 30.0 valid 30.0; valid loss 1.1\n"  # no start in the table
+        "tuned-gate18-s1-lr5e-4: best test 37.5 valid 37.0; valid loss 0.6\n"
+        "tuned-gate18-s2-lr5e-4: best test 37.0 valid 36.0; valid loss 0.7\n"
+        "tuned-gate36-s1-lr5e-4: best test 38.5 valid 38.5; valid loss 0.3\n"  # a tie keeps the start
+    )
+    lines = report_text(tmp_path).splitlines()
+    gates = next(line for line in lines if "layer distillation" in line and "tuned refit" in line
+                 and line.count("|") == 5)  # fmt: skip
+    assert gates.endswith("+ tuned refit (out_proj,fc2 trained towards the unpruned model for "
+                          "one epoch, the rest frozen; kept if better on valid: `--recovery "
+                          "tuned`) | 37.50 (37.00) | 38.00 (38.50) |  |")  # fmt: skip
+    imp = next(line for line in lines if line.startswith("| head importance, one-shot + "
+                                                          "reconstruct + tuned refit"))  # fmt: skip
+    assert imp.endswith("| 36.00 (36.50) |  |  |")
+    spread = [line for line in lines if "tuned refit" in line and "| 18 | 2 |" in line]
+    assert len(spread) == 2 and any(line.endswith("| 37.25 | 37.00-37.50 |") for line in spread)
+    assert any(line.endswith("| 35.00 | 34.00-36.00 |") for line in spread)  # the start kept
+    goal = next(line for line in lines if line.startswith("| retraining-free, the BLEU part only"))
+    assert "H/2: 38.00, 2.00 below (limit 2.0); H/4: 37.25 (mean of 2), 2.75 below" in goal
+    assert goal.endswith("| met |")
+    versus = next(line for line in lines if line.startswith("| DSP (gates with layer "
+                                                             "distillation) + tuned refit"))  # fmt: skip
+    assert "H/4: +2.25 vs head importance, one-shot + reconstruct + tuned refit" in versus
+    assert "largest range 2.00: beyond it" in versus and versus.endswith("| met |")
+    pick = next(line for line in lines if "--recovery tuned` removes" in line)
+    assert pick.endswith("| not run yet | not measured yet |")
