@@ -623,7 +623,7 @@ def test_recipes_fail_clearly_on_missing_inputs(tmp_path, sweep):
     assert no_k.returncode == 1 and "--heads-to-keep is required" in no_k.stderr
     for option, value, needle in [
         ("--gate-objective", "magic", "--gate-objective must be distill or labels"),
-        ("--recovery", "magic", "--recovery must be best, reconstruct or none"),
+        ("--recovery", "magic", "--recovery must be best, tuned, reconstruct or none"),
         ("--gate-init", "magic", "--gate-init must be importance or none"),
     ]:
         bad = run(
