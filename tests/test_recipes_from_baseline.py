@@ -45,7 +45,7 @@ def baseline(tmp_path_factory):
 
 def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_path):
     """The default recovery adds METHOD+rec (dsp-reconstruct) after every selection method;
-    METHOD+ft fine-tunes METHOD's stripped model with its heads fixed (here after +rec:
+    METHOD+tuned is the tuned refit (tune-refit.sh); METHOD+ft fine-tunes METHOD's stripped model with its heads fixed (here after +rec:
     suffixes chain); --valid adds the validation BLEU; the fine-tuned checkpoint loads in
     fairseq-generate. (+kd, the same recipe with --teacher: test_recovery_end_to_end.py.)"""
     import torch
@@ -58,7 +58,8 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     proc = run(
         "bash", RECIPES / "sweep.sh", "--data", work / "data",
         "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
-        "--methods", "random,random+best,random+rec+ft", "--ks", "12", "--finetune-updates", "6",
+        "--methods", "random,random+best,random+rec+ft,random+rec+tuned", "--ks", "12",
+        "--finetune-updates", "6",
         "--valid",
         "--train-args", TRAIN, "--gen-args", GEN, "--no-plots",
     )  # fmt: skip
@@ -66,7 +67,8 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
     # the default --recovery reconstruct adds random+rec after random; suffixes chain
     # (+rec+ft starts from +rec)
-    assert sorted(rows) == ["random", "random+best", "random+rec", "random+rec+ft"]
+    assert sorted(rows) == ["random", "random+best", "random+rec", "random+rec+ft",
+                            "random+rec+tuned"]  # fmt: skip
     assert (out / "runs/random+rec-k12/eval-valid/score.json").stat().st_mtime <= (
         out / "runs/random+best-k12/recovery.json"
     ).stat().st_mtime  # +best ran after +rec
@@ -80,6 +82,17 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     assert (out / "runs/random+best-k12/pruned.pt").resolve() == (
         out / f"runs/{chosen}-k12/pruned.pt"
     ).resolve()
+    # +tuned: tune-refit.sh on random+rec's model, the better on valid kept as the row's model
+    tuned = out / "runs/random+rec+tuned-k12"
+    choice = json.loads((tuned / "tune.json").read_text())
+    kept = (
+        tuned / "run/pruned.pt"
+        if choice["chosen"] == "tuned"
+        else out / "runs/random+rec-k12/pruned.pt"
+    )
+    assert (tuned / "pruned.pt").read_bytes() == kept.read_bytes()
+    assert float(rows["random+rec+tuned"]["valid_sacrebleu"]) == choice["valid_sacrebleu_chosen"]
+    assert f"tuned refit kept on valid if better -> {choice['chosen']}" in proc.stdout
     plain_state = load_checkpoint(rows["random"]["checkpoint"])
     rec_state = load_checkpoint(rows["random+rec"]["checkpoint"])
     assert rows["random"]["params"] == rows["random+rec"]["params"]
@@ -87,7 +100,9 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     assert rec_state["dsp_kept_heads"] == plain_state["dsp_kept_heads"]
     assert "dsp_reconstruction" not in plain_state
     ft_log = (out / "runs/random+rec+ft-k12/train.log").read_text()
-    assert "distilled from" not in proc.stdout and "distill_kl" not in ft_log  # no --teacher
+    distilled = [line for line in proc.stdout.splitlines() if "distilled from" in line]
+    assert distilled and all("random+rec+tuned-k12" in line for line in distilled)  # +tuned's
+    assert "distill_kl" not in ft_log  # +ft has no --teacher
     for r in rows.values():
         assert r["heads_kept"] == 12 and 0 <= float(r["valid_sacrebleu"]) <= 100
     assert (out / "baseline.valid.json").is_file()
@@ -152,6 +167,35 @@ def test_smallest_passing_bisects_the_candidates():
         asked.clear()
         assert smallest_passing(ks, at_least(threshold)) == expected
         assert len(asked) <= 3 and len(set(asked)) == len(asked)  # log2(8) probes, no repeats
+
+
+def test_search_refines_between_the_last_failing_and_the_first_passing_candidate():
+    """dsp-pick-k's default --refine-step 1: after the H/8 grid, the K between its last
+    failing and first passing candidate are bisected, so the answer is the exact smallest
+    passing K; no probe repeats, none leaves the candidates' range."""
+    from dsp_fairseq.cli.pick_k import default_candidates, search
+
+    ks = default_candidates(72)
+    fine = list(range(46, 54))  # the grid's 45 fails and 54 passes
+    for threshold, step, expected, finer in [
+        (48, 1, 48, fine),
+        (48, 3, 48, [48, 51]),
+        (49, 3, 51, [48, 51]),
+        (48, 0, 54, []),  # the grid only
+        (54, 1, 54, fine),  # 46..53 all fail: the grid's answer stands
+        (5, 1, 9, []),  # the smallest candidate passes: nothing below the range
+        (70, 1, None, []),  # nothing passes: nothing above it
+    ]:
+        asked, refined = [], []
+
+        def passes(k, asked=asked, threshold=threshold):
+            asked.append(k)
+            return k >= threshold
+
+        assert search(ks, passes, step, refined.append) == expected, (threshold, step)
+        assert refined == ([finer] if finer else [])
+        assert len(asked) <= 3 + len(finer).bit_length() and len(set(asked)) == len(asked)
+        assert all(ks[0] <= k <= ks[-1] for k in asked)
 
 
 def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
@@ -369,7 +413,8 @@ def test_interrupted_side_by_side_restarts_stop_their_gate_runs(baseline, tmp_pa
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
         time.sleep(1)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    # a hang guard, not a speed check: under load the gate runs take a while to stop
+    _, err = proc.communicate(timeout=240)
     assert proc.returncode != 0 and "interrupted: the gate runs were stopped" in err
     time.sleep(2)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout

@@ -19,8 +19,9 @@ on valid at each K) at a few K,
 scores each stripped model with sacreBLEU on the validation set
 (``evaluate.sh --subset valid``; the test set is never used to choose) and
 bisects the candidate list for the smallest K whose BLEU is at most
-``--tolerance`` below the unpruned model's. This assumes BLEU does not fall as K
-grows; every probed K is reported, so a violation is visible in the table.
+``--tolerance`` below the unpruned model's, then bisects the K between the last
+failing and the first passing candidate (``--refine-step``, default 1: the exact
+smallest K; 0: the candidates only). This assumes BLEU does not fall as K grows; every probed K is reported, so a violation is visible in the table.
 
 Writes OUT/pick.json (the unpruned score, every probed K, the choice),
 OUT/pick.md (the table), OUT/frontier.{png,svg} (validation BLEU against K, with
@@ -59,6 +60,33 @@ def smallest_passing(candidates: Sequence[int], passes: Callable[[int], bool]) -
         else:
             lo = mid
     return candidates[hi] if hi < len(candidates) else None
+
+
+def search(
+    candidates: Sequence[int],
+    passes: Callable[[int], bool],
+    step: int,
+    on_refine: Callable[[List[int]], None] = lambda finer: None,
+) -> Optional[int]:
+    """``smallest_passing`` over ``candidates``, then over the K strictly between the
+    largest failing and the smallest passing candidate, ``step`` apart (skipped when
+    ``step`` is 0, when the smallest candidate passes or when none does: the answer stays
+    inside the candidates' range). ``on_refine`` hears the finer list before it is probed."""
+    seen: Dict[int, bool] = {}
+
+    def recorded(k: int) -> bool:
+        seen[k] = passes(k)
+        return seen[k]
+
+    chosen = smallest_passing(candidates, recorded)
+    below = [k for k, ok in seen.items() if not ok and chosen is not None and k < chosen]
+    if step <= 0 or chosen is None or not below:
+        return chosen
+    finer = list(range(max(below) + step, chosen, step))
+    if not finer:
+        return chosen
+    on_refine(finer)
+    return smallest_passing(finer, recorded) or chosen
 
 
 def default_candidates(total_heads: int) -> List[int]:
@@ -123,6 +151,13 @@ def table_markdown(result: dict) -> str:
         f"{result.get('gate_init', 'none')}), recovery {result.get('recovery', 'none')}"
         + (f", best of {result['restarts']} gate runs" if result.get("restarts", 1) > 1 else "")
         + ".",
+        f"Candidates: K = {', '.join(map(str, result['candidates']))}"
+        + (
+            f", then the K between the last failing and the first passing one, "
+            f"{result['refine_step']} apart (--refine-step)."
+            if result.get("refine_step")
+            else "."
+        ),
         "",
         "| K | valid sacreBLEU | vs unpruned | within tolerance |",
         "|---:|---:|---:|:---:|",
@@ -183,6 +218,14 @@ def main(argv=None) -> int:
         "--tolerance", type=float, default=0.5, help="allowed BLEU loss on valid (default 0.5)"
     )
     parser.add_argument("--ks", help="candidate K, comma-separated (default H/8, 2H/8, ..., 7H/8)")
+    parser.add_argument(
+        "--refine-step",
+        type=int,
+        default=1,
+        help="after bisecting the candidates, bisect the K between the last failing and the "
+        "first passing one, this many heads apart (default 1: the smallest passing K exactly, "
+        "at most 4 more probes between H/8 steps of a 72-head model; 0: the candidates only)",
+    )
     parser.add_argument("--preset", default="cpu-small", help="recipe preset (default cpu-small)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gate-args", default="", help="more fairseq-train args for the gates")
@@ -236,6 +279,8 @@ def main(argv=None) -> int:
 
     if args.tolerance < 0:
         return fail(f"--tolerance must be >= 0, got {args.tolerance}")
+    if args.refine_step < 0:
+        return fail(f"--refine-step must be >= 0, got {args.refine_step}")
     if args.restarts < 1:
         return fail(f"--restarts must be >= 1, got {args.restarts}")
     if args.gate_epochs < 1:
@@ -285,9 +330,10 @@ def main(argv=None) -> int:
         )
         say(f"unpruned: {base:.2f}; candidates K = {ks}, tolerance {args.tolerance} BLEU")
         probes: Dict[int, dict] = {}
+        budget = [len(ks).bit_length()]  # the most probes of the current phase, for progress
 
         def passes(k: int) -> bool:
-            say(f"probe {len(probes) + 1} (at most {len(ks).bit_length()}): K = {k}")
+            say(f"probe {len(probes) + 1} (at most {budget[0]}): K = {k}")
             row = os.path.join(args.out, "runs", f"dsp-k{k}")
             run_recipe(
                 "prune-pipelined.sh", "--data", args.data, "--base", args.base,
@@ -310,7 +356,12 @@ def main(argv=None) -> int:
             say(f"K = {k}: {bleu:.2f} ({bleu - base:+.2f}) {'within' if within else 'outside'}")
             return within
 
-        chosen = smallest_passing(ks, passes)
+        def refining(finer: List[int]) -> None:
+            budget[0] = len(probes) + len(finer).bit_length()
+            lo, hi = finer[0] - args.refine_step, finer[-1] + args.refine_step
+            say(f"refining between K = {lo} (outside) and {hi} (within): K = {finer}")
+
+        chosen = search(ks, passes, args.refine_step, refining)
     except RuntimeError as err:
         return fail_and_tidy(str(err))
     result = {
@@ -324,6 +375,7 @@ def main(argv=None) -> int:
         "gate_epochs": args.gate_epochs,
         "unpruned_valid_sacrebleu": base,
         "candidates": ks,
+        "refine_step": args.refine_step,
         "probes": [probes[k] for k in sorted(probes)],
         "chosen_k": chosen,
     }

@@ -37,6 +37,12 @@
 #                                                (needs --valid; list both before it): the
 #                                                rows of prune-pipelined.sh's default
 #                                                --recovery best
+#              METHOD+tuned                      the tuned refit of METHOD's model
+#                                                (tune-refit.sh: out_proj and fc2 trained
+#                                                towards the unpruned model for one epoch,
+#                                                kept if it decodes valid better; the
+#                                                recipes' --recovery tuned), e.g.
+#                                                importance+rec+tuned, dsp+best+tuned
 #              suffixes chain: dsp+rec+kd is the distilled fine-tune of dsp+rec; list a
 #              row after the row it starts from
 # --recovery reconstruct|none  reconstruct (default): every selection method listed without
@@ -146,7 +152,7 @@ fi
 gates=() listed=()
 for m in "${METHOD_LIST[@]}"; do
   base_method=${m%%+*} suffixes=${m#"${m%%+*}"}
-  [[ $suffixes =~ ^(\+(ft|kd|rec|best))*$ ]] || die "method '$m': unknown suffix; METHOD may be followed by +rec, +best, +ft, +kd (chained, e.g. dsp+rec+kd)"
+  [[ $suffixes =~ ^(\+(ft|kd|rec|best|tuned))*$ ]] || die "method '$m': unknown suffix; METHOD may be followed by +rec, +best, +tuned, +ft, +kd (chained, e.g. dsp+rec+kd)"
   [[ $m != *+best* || $VALID == 1 ]] || die "method $m chooses on the validation set: add --valid"
   if [[ -n $suffixes ]]; then  # its start: listed before it, or already in OUT (a resumed sweep)
     src=${m%+*}
@@ -169,7 +175,7 @@ for m in "${METHOD_LIST[@]}"; do
     importance|importance-iter) need_tool dsp-importance ;;
     random) dsp-strip --help 2>/dev/null | grep -q -- --random \
               || die "method random: this dsp-strip has no --random option (pip install -e .)" ;;
-    *) die "unknown method '$m'; choose from dsp, dsp-ref, dsp-st, ste, hard-concrete, importance, importance-iter, random, joint-dsp, each optionally followed by +rec, +best, +ft or +kd" ;;
+    *) die "unknown method '$m'; choose from dsp, dsp-ref, dsp-st, ste, hard-concrete, importance, importance-iter, random, joint-dsp, each optionally followed by +rec, +best, +tuned, +ft or +kd" ;;
   esac
 done
 mkdir -p "$OUT/runs"
@@ -202,7 +208,7 @@ for m in "${METHOD_LIST[@]}"; do
     start=$SECONDS
     say "== $m, K=$k"
     case $m in
-      *+ft|*+kd|*+rec|*+best)
+      *+ft|*+kd|*+rec|*+best|*+tuned)
         src=${m%+*} op=${m##*+}
         source_ckpt=$OUT/runs/$src-k$k/pruned.pt
         need_file "$source_ckpt" "method $m starts from $src's model: list $src before $m"
@@ -232,6 +238,12 @@ for m in "${METHOD_LIST[@]}"; do
             --output "$row/pruned.pt" --force "${REC[@]}" > "$row/reconstruct.txt" \
             || die "dsp-reconstruct failed (see the message above)"
           tail -n 1 "$row/reconstruct.txt" | sed 's/^/  /'
+        elif [[ $op == tuned ]]; then
+          # tune-refit.sh writes ROW/pruned.pt: the tuned model, or a copy of its start
+          bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$source_ckpt" --base "$BASE" \
+            --save-dir "$row" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
+            || die "the tuned refit of $src failed (see above); a rerun resumes it"
+          say "  $(tuning_line "$row")"
         else
           teacher=()
           [[ $op == kd ]] && teacher=(--teacher "$BASE")
