@@ -75,9 +75,10 @@ VARIANTS = {
 SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 
 
-# dsp-pick-k runs, newest defaults first: session 9's (gates started from head importance),
-# session 7's (distill gates, recovery best), session 5's (plain gates, reconstruct)
-PICK_RUNS = ("pick-k-impinit", "pick-k-best", "pick-k-rec")
+# dsp-pick-k runs, newest defaults first: session 22's (the grid refined one head at a time),
+# session 9's (gates started from head importance), session 7's (distill gates, recovery
+# best), session 5's (plain gates, reconstruct)
+PICK_RUNS = ("pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
 
 
 # selections that do not depend on the seed (their seed folders hold the calibration
@@ -758,7 +759,7 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
     def pick_goal(pick=pick) -> str:
         if not pick or "chosen_k" not in pick:
             return "not run yet | not measured yet |"
-        k, total = int(pick["chosen_k"]), int(pick.get("heads_total", 72))
+        k, total = int(pick["chosen_k"]), int(pick.get("total_heads", 72))
         removed = total - k
         recovery = pick.get("recovery", "none")
         return (f"K = {k} ({removed} of {total} heads removed, recovery {recovery}) | "

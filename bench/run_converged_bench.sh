@@ -84,7 +84,7 @@ publish() {
     [[ -f $f ]] && mkdir -p "$OUT/alternating" && cp "$f" "$OUT/alternating/$(basename "$(dirname "$f")").json"
   done
   local pick
-  for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned; do
+  for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned pick-k-refined; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -621,6 +621,11 @@ timed tuned-refit-imp18-lr5e-4-s3 tune_refit imp18 "$WORK/sweep/runs/importance+
 timed tuned-refit-ft-gate18-s2 ft_tuned gate18-s2-lr5e-4
 timed pick-k-tuned dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-tuned" --tolerance 0.5 \
   --recovery tuned
+
+# 6x. session 22: dsp-pick-k with every default again, now that it refines between the H/8
+# grid's last failing and first passing K one head at a time (--refine-step 1)
+timed pick-k-refined dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-refined" \
+  --tolerance 0.5
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

@@ -380,7 +380,16 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     again = report_text(tmp_path)
     pick = next(line for line in again.splitlines() if "removes at least a third" in line)
     assert "K = 63 (9 of 72 heads removed, recovery best)" in pick
-    for run in ("pick-k-best", "pick-k-impinit"):
+    # session 22's (the grid refined one head at a time) before both; a third of a 48-head
+    # model's heads: its own total, not 72
+    (tmp_path / "pick-k-refined").mkdir()
+    (tmp_path / "pick-k-refined/pick.json").write_text(
+        json.dumps({"chosen_k": 32, "total_heads": 48, "recovery": "best"})
+    )
+    again = report_text(tmp_path)
+    pick = next(line for line in again.splitlines() if "removes at least a third" in line)
+    assert "K = 32 (16 of 48 heads removed, recovery best) | met |" in pick
+    for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined"):
         (tmp_path / run / "pick.json").unlink()
         (tmp_path / run).rmdir()
     versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))
