@@ -364,30 +364,24 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     )
     pick = next(line for line in lines if "removes at least a third" in line)
     assert "K = 45 (27 of 72 heads removed" in pick and pick.endswith("| met |")
+
+    def pick_goal_with(run, chosen, total):  # the goal's line once RUN/pick.json is there
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "pick.json").write_text(
+            json.dumps({"chosen_k": chosen, "total_heads": total, "recovery": "best"})
+        )
+        lines = report_text(tmp_path).splitlines()
+        return next(line for line in lines if "removes at least a third" in line)
+
     # dsp-pick-k with the recipes' defaults (pick-k-best) is the one the goal reads
-    (tmp_path / "pick-k-best").mkdir()
-    (tmp_path / "pick-k-best/pick.json").write_text(
-        json.dumps({"chosen_k": 54, "total_heads": 72, "recovery": "best"})
-    )
-    again = report_text(tmp_path)
-    pick = next(line for line in again.splitlines() if "removes at least a third" in line)
+    pick = pick_goal_with("pick-k-best", 54, 72)
     assert "K = 54 (18 of 72 heads removed, recovery best)" in pick and "**not met**" in pick
     # session 9's run (gates started from head importance) is read before session 7's
-    (tmp_path / "pick-k-impinit").mkdir()
-    (tmp_path / "pick-k-impinit/pick.json").write_text(
-        json.dumps({"chosen_k": 63, "total_heads": 72, "recovery": "best"})
-    )
-    again = report_text(tmp_path)
-    pick = next(line for line in again.splitlines() if "removes at least a third" in line)
+    pick = pick_goal_with("pick-k-impinit", 63, 72)
     assert "K = 63 (9 of 72 heads removed, recovery best)" in pick
     # session 22's (the grid refined one head at a time) before both; a third of a 48-head
     # model's heads: its own total, not 72
-    (tmp_path / "pick-k-refined").mkdir()
-    (tmp_path / "pick-k-refined/pick.json").write_text(
-        json.dumps({"chosen_k": 32, "total_heads": 48, "recovery": "best"})
-    )
-    again = report_text(tmp_path)
-    pick = next(line for line in again.splitlines() if "removes at least a third" in line)
+    pick = pick_goal_with("pick-k-refined", 32, 48)
     assert "K = 32 (16 of 48 heads removed, recovery best) | met |" in pick
     for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined"):
         (tmp_path / run / "pick.json").unlink()
