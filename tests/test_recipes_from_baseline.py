@@ -248,6 +248,7 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     assert result["recovery"] == "best" and result["gate_objective"] == "distill"
     assert result["gate_init"] == "importance" and (tmp_path / "pk/importance.json").is_file()
     assert result["gate_epochs"] == 1 and "1 epoch(s) on" in proc.stdout
+    assert result["refine_step"] == 1 and "refining" not in proc.stdout  # K = 6 is the smallest
     log = (probe / "train.log").read_text()
     assert "distill_kl" in log
     # validated every N updates (--validate-interval auto: a tenth of the epoch, here 2),
@@ -299,6 +300,8 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     assert code == 2 and "--ks must lie in [1, 36]" in err
     code, _, err = call_cli(pick_k.main, *common[1:], "--gate-epochs", "0")
     assert code == 2 and "--gate-epochs must be >= 1, got 0" in err
+    code, _, err = call_cli(pick_k.main, *common[1:], "--refine-step", "-1")
+    assert code == 2 and "--refine-step must be >= 0, got -1" in err
 
 
 def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
