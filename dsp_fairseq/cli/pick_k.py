@@ -21,7 +21,8 @@ scores each stripped model with sacreBLEU on the validation set
 bisects the candidate list for the smallest K whose BLEU is at most
 ``--tolerance`` below the unpruned model's, then bisects the K between the last
 failing and the first passing candidate (``--refine-step``, default 1: the exact
-smallest K; 0: the candidates only). This assumes BLEU does not fall as K grows; every probed K is reported, so a violation is visible in the table.
+smallest K; 0: the candidates only). This assumes BLEU does not fall as K
+grows; every probed K is reported, so a violation is visible in the table.
 
 Writes OUT/pick.json (the unpruned score, every probed K, the choice),
 OUT/pick.md (the table), OUT/frontier.{png,svg} (validation BLEU against K, with
