@@ -487,6 +487,11 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     )  # fmt: skip
     choice = json.loads((save / "tuned/tune.json").read_text())
     assert (save / "pruned.pt").read_bytes() == (save / "tuned/pruned.pt").read_bytes()
+    # the tuning's start is kept beside it: the recovery best chose it (its valid score)
+    best = json.loads((save / "recovery.json").read_text())
+    untuned = load_checkpoint(str(save / "pruned.untuned.pt"))
+    assert ("dsp_reconstruction" in untuned) == (best["chosen"] == "reconstruct")
+    assert choice["valid_sacrebleu"]["untuned"] == best["valid_sacrebleu_chosen"]
     report = (save / "strip.txt").read_text()
     assert "recovery: best of none and reconstruct on valid ->" in report
     assert f"recovery: tuned refit kept on valid if better -> {choice['chosen']}" in report

@@ -92,7 +92,8 @@
 # SAVE_DIR/pruned.pt (stripped),
 # SAVE_DIR/strip.txt, SAVE_DIR/train.log (with --recovery best also SAVE_DIR/recovery.json and
 # the candidates' scores in SAVE_DIR/valid-{none,reconstruct}/; with --recovery tuned also
-# SAVE_DIR/tuned/, tune-refit.sh's folder). Finished steps are skipped on a rerun.
+# SAVE_DIR/tuned/, tune-refit.sh's folder, and SAVE_DIR/pruned.untuned.pt, the model it
+# started from). Finished steps are skipped on a rerun.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
@@ -174,10 +175,16 @@ TRAIN_ALL=("${PRESET_ARGS[@]}" "${SCHEDULE_ARGS[@]}" "${ALL_USER[@]}")
 mkdir -p "$SAVE"
 
 # --recovery tuned: the tuned refit of SAVE_DIR/pruned.pt (tune-refit.sh, in SAVE_DIR/tuned),
-# put in its place when it decodes valid better; a rerun copies and notes it only once
+# put in its place when it decodes valid better; the model it started from stays as
+# SAVE_DIR/pruned.untuned.pt (as prune-importance.sh keeps PRUNED.untuned.pt); a rerun copies
+# and notes it only once
 tune_chosen() {
   [[ $RECOVERY == tuned ]] || return 0
-  bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$SAVE/pruned.pt" --base "$BASE" \
+  if [[ ! -f $SAVE/pruned.untuned.pt ]]; then
+    cp "$SAVE/pruned.pt" "$SAVE/pruned.untuned.pt.tmp"
+    mv "$SAVE/pruned.untuned.pt.tmp" "$SAVE/pruned.untuned.pt"
+  fi
+  bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$SAVE/pruned.untuned.pt" --base "$BASE" \
     --save-dir "$SAVE/tuned" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
     || die "the tuned refit failed (see above); a rerun resumes it"
   if ! cmp -s "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt"; then
