@@ -627,6 +627,32 @@ timed pick-k-tuned dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-
 timed pick-k-refined dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-refined" \
   --tolerance 0.5
 
+# 6y. session 22: the README's one command (default gates, seed 1) with --recovery tuned at
+# K = 36 and 18, the untuned start (SAVE_DIR/pruned.untuned.pt) and the tuned run both decoded
+# on test; one line each in tuned-default.txt
+field() {  # field FILE KEY: a value of a JSON file (a float to 2 decimals)
+  python -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("%.2f" % v if isinstance(v, float) else v)' "$1" "$2"
+}
+tuned_default() {  # tuned_default K
+  local save=$WORK/tuned-default/k$1 out=$OUT/tuned-default.txt m ckpt line
+  bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
+    --save-dir "$save" --preset cpu-small --recovery tuned \
+    --importance-scores "$WORK/pick-k-refined/importance.json"
+  line="k$1-s1: recovery best -> $(field "$save/recovery.json" chosen)"
+  for m in untuned tuned; do
+    ckpt=$save/pruned.untuned.pt
+    [[ $m == tuned ]] && ckpt=$save/tuned/run/pruned.pt
+    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$ckpt" --out "$save/eval-test-$m"
+    line+="; $m test $(field "$save/eval-test-$m/score.json" sacrebleu)"
+    line+=" valid $(field "$save/tuned/valid-$m/score.json" sacrebleu)"
+  done
+  line+="; kept $(field "$save/tuned/tune.json" chosen)"
+  touch "$out"
+  grep -q "^k$1-s1:" "$out" || echo "$line" >> "$out"
+}
+timed tuned-default-k36 tuned_default 36
+timed tuned-default-k18 tuned_default 18
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)
