@@ -628,7 +628,7 @@ timed pick-k-refined dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-
   --tolerance 0.5
 
 # 6y. session 22: the README's one command (default gates, seed 1) with --recovery tuned at
-# K = 36 and 18, the untuned start (SAVE_DIR/pruned.untuned.pt) and the tuned run both decoded
+# K = 36, 18 and 9, the untuned start (SAVE_DIR/pruned.untuned.pt) and the tuned run both decoded
 # on test; one line each in tuned-default.txt
 field() {  # field FILE KEY: a value of a JSON file (a float to 2 decimals)
   python -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("%.2f" % v if isinstance(v, float) else v)' "$1" "$2"
@@ -652,6 +652,7 @@ tuned_default() {  # tuned_default K
 }
 timed tuned-default-k36 tuned_default 36
 timed tuned-default-k18 tuned_default 18
+timed tuned-default-k9 tuned_default 9
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
