@@ -80,10 +80,10 @@ def search(
         return seen[k]
 
     chosen = smallest_passing(candidates, recorded)
-    below = [k for k, ok in seen.items() if not ok and chosen is not None and k < chosen]
-    if step <= 0 or chosen is None or not below:
+    if chosen is None or step <= 0:
         return chosen
-    finer = list(range(max(below) + step, chosen, step))
+    below = [k for k, ok in seen.items() if not ok and k < chosen]
+    finer = list(range(max(below) + step, chosen, step)) if below else []
     if not finer:
         return chosen
     on_refine(finer)
