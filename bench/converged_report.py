@@ -202,6 +202,16 @@ _TUNED = (
 )
 LABELS[TUNED_GATES] = _LAYER_GATES_BEST + _TUNED
 LABELS[TUNED_IMP] = "head importance, one-shot + reconstruct" + _TUNED
+# bench/recovery/tuned-default.txt (stages 6y-6z, sessions 22-23): the one command with
+# --recovery tuned, the recipes' default since session 23: prune-pipelined.sh, gate seed S,
+# "kK-sS: recovery best -> R; untuned test T valid V; tuned test T valid V; kept C", and
+# prune-importance.sh, tuning seed S, "impK-sS: untuned valid V; tuned valid V; kept C; test T"
+# (the latter add tuning seeds to TUNED_IMP)
+TUNED_DEFAULT_FILE = "tuned-default.txt"
+TUNED_DEFAULT = "tuned-default:dsp"
+TUNED_DEFAULT_FT = f"tuned-default:dsp+ft@dropout0.1,avg{DEFAULT_AVERAGE}"
+LABELS[TUNED_DEFAULT] = _DEFAULT_GATES_BEST + _TUNED + " (the recipes' default since session 23)"
+LABELS[TUNED_DEFAULT_FT] = LABELS[TUNED_DEFAULT] + _AT_DEFAULT
 
 
 def gate_layer_seeds(path: str, tag: str = "") -> dict:
@@ -375,6 +385,37 @@ def tuned_runs(path: str, start: str, starts: dict) -> dict:
     return found
 
 
+def tuned_default_runs(path: str) -> tuple:
+    """({K: [(test, valid), ...]} of the DSP one command's kept models, {K: [...]} of head
+    importance's, {K: [...]} of the recipe's fine-tune of the former) from tuned-default.txt,
+    in line order."""
+    dsp: dict = {}
+    imp: dict = {}
+    ft: dict = {}
+    if os.path.isfile(path):
+        for line in open(path, encoding="utf-8"):
+            m = re.match(r"ft-k([0-9]+)-s[0-9]+: best test ([0-9.]+) valid ([0-9.]+)", line)
+            if m:
+                ft.setdefault(int(m.group(1)), []).append((float(m.group(2)), float(m.group(3))))
+            m = re.match(
+                r"k([0-9]+)-s[0-9]+: .*untuned test ([0-9.]+) valid ([0-9.]+); "
+                r"tuned test ([0-9.]+) valid ([0-9.]+); kept (tuned|untuned)",
+                line,
+            )
+            if m:
+                kept = (4, 5) if m.group(6) == "tuned" else (2, 3)
+                dsp.setdefault(int(m.group(1)), []).append(tuple(float(m.group(g)) for g in kept))
+            m = re.match(
+                r"imp([0-9]+)-s[0-9]+: untuned valid ([0-9.]+); tuned valid ([0-9.]+); "
+                r"kept (tuned|untuned); test ([0-9.]+)",
+                line,
+            )
+            if m:
+                valid = float(m.group(3) if m.group(4) == "tuned" else m.group(2))
+                imp.setdefault(int(m.group(1)), []).append((float(m.group(5)), valid))
+    return dsp, imp, ft
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dir", default=os.path.join(os.path.dirname(__file__), "converged"))
@@ -450,6 +491,12 @@ def main() -> int:
         for seed, scores in runs.items()
     }
     imp_starts = {(k, 0): cells[(m, k)] for (m, k) in list(cells) if m == "importance+rec"}
+    dsp_tuned, imp_tuned_lines, dsp_tuned_ft = tuned_default_runs(
+        os.path.join(args.dir, TUNED_DEFAULT_FILE)
+    )
+    imp_tuned = tuned_runs(tuned_file, "tuned-imp", imp_starts)
+    for k, runs in imp_tuned_lines.items():  # more tuning seeds of the same starts
+        imp_tuned.setdefault(k, []).extend(runs)
     imp_runs = finetune_setting_runs(settings_file, FT_DEFAULT_SETTING, start="imp")
     # the final models of stage 6q's importance runs are session 14's default fine-tune of it
     # (its DSP runs repeat stage 6o's, which are already read)
@@ -481,7 +528,9 @@ def main() -> int:
             ),
         ),
         (TUNED_GATES, tuned_runs(tuned_file, "tuned-gate", gate_starts)),
-        (TUNED_IMP, tuned_runs(tuned_file, "tuned-imp", imp_starts)),
+        (TUNED_IMP, imp_tuned),
+        (TUNED_DEFAULT, dsp_tuned),
+        (TUNED_DEFAULT_FT, dsp_tuned_ft),
     ):
         for k, runs in ft_runs.items():  # the first run is the cell, the others its spread
             cells[(method, k)] = runs[0]
@@ -676,9 +725,10 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
     """The README's table of what the recipes give today: DSP's one command and head
     importance + reconstruct, each without training and after the recipe's fine-tune."""
     columns = (
-        (f"{DEFAULT_GATES}:dsp+best", "DSP, the one command (no fine-tune)"),
-        (FT_AVG_METHOD, "DSP + fine-tune"),
-        ("importance+rec", "head importance + reconstruct (no fine-tune)"),
+        (TUNED_DEFAULT, "DSP, the one command (tuned refit)"),
+        (f"{DEFAULT_GATES}:dsp+best", "DSP, `--recovery best` (no weight training)"),
+        (TUNED_DEFAULT_FT, "DSP, the one command + fine-tune"),
+        (TUNED_IMP, "head importance, its one command (reconstruct + tuned refit)"),
         (IMP_FT_AVG_METHOD, "head importance + reconstruct + fine-tune"),
     )
 
@@ -692,9 +742,11 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
 
     lines = [
         f"Unpruned (72 heads): **{base['sacrebleu']:.2f}**. Cells: test_2016 sacreBLEU, mean "
-        "(min-max, runs) over gate seeds (DSP), calibration samples (importance's refit) or "
+        "(min-max, runs) over gate seeds (DSP), tuning seeds (importance's one command), or "
         "fine-tune seeds of one pruned model; the fine-tune is the recipe's (270 updates, "
-        f"dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints); - not run.",
+        f"dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints), DSP's from the "
+        "one command's tuned models (gate seeds 2 and 3), importance's from its reconstructed "
+        "model (no tuned refit); - not run.",
         "",
         "| heads kept | " + " | ".join(label for _, label in columns) + " |",
         "|---|" + "---|" * len(columns),
@@ -775,6 +827,13 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         "of the gate run's own output layers, which the gate run trains, or the refit) within "
         "2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
         + within(default + "+best", {36: 2.0, 18: 6.0}),
+        "| the BLEU part of retraining-free with the recipes' default since session 23, the one "
+        "command's tuned refit (it trains out_proj and fc2 for one epoch after the gate run, as "
+        "the gate run does, over the goal's 10 minutes): DSP (default gates) within 2.0 BLEU of "
+        "unpruned at H/2, 6.0 at H/4 | " + within(TUNED_DEFAULT, {36: 2.0, 18: 6.0}),
+        "| the one command, DSP (default gates + tuned refit), at least as good as head "
+        "importance's (reconstruct + the same tuned refit) | "
+        + versus(TUNED_DEFAULT, (TUNED_IMP,)),
         "| retraining-free with layer distillation in the gate run (session 16, an option: "
         '`--train-args "--distill-hidden-weight 1"`, best on valid of its own output layers '
         "or the refit): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
@@ -839,6 +898,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         "good as every baseline + reconstruct | " + versus(TWO_EPOCHS_BEST, REC_BASELINES),
         "| DSP (gates with layer distillation) + tuned refit at least as good as head importance "
         "+ reconstruct + the same tuned refit | " + versus(TUNED_GATES, (TUNED_IMP,)),
+        "| 270-update fine-tune (the recipe's) of the one command's model since session 23 "
+        "(default gates, tuned refit): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at "
+        "H/8 | " + within(TUNED_DEFAULT_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
         "| 270-update fine-tune of the best of 2 two-epoch gate runs: DSP + fine-tune at least "
         "as good as head importance + reconstruct + the same fine-tune | "
         + versus(TWO_EPOCHS_RESTARTS_FT, (IMP_FT_AVG_METHOD,)),

@@ -448,7 +448,7 @@ gate_layers() {  # gate_layers K SEED
   local name=g$1-s$2 save=$WORK/gate-layers/g$1-s$2 out=$OUT/gate-layer-distillation.txt
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
     --save-dir "$save" --preset cpu-small --seed "$2" --train-args "--distill-hidden-weight 1" \
-    --importance-scores "$WORK/sweep-imp36ft/importance.json"
+    --recovery best --importance-scores "$WORK/sweep-imp36ft/importance.json"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
   touch "$out"
   grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
@@ -512,7 +512,8 @@ for first in 1 3; do seed=$(restart_choice "$WORK/gate-layers" 9 $first); timed 
 gate_default() {  # gate_default K SEED
   local name=g$1-s$2 save=$WORK/gate-default/g$1-s$2 out=$OUT/gate-default-seeds.txt
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
-    --save-dir "$save" --preset cpu-small --seed "$2" --importance-scores "$WORK/sweep-imp36ft/importance.json"
+    --save-dir "$save" --preset cpu-small --seed "$2" --recovery best \
+    --importance-scores "$WORK/sweep-imp36ft/importance.json"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
   touch "$out"
   grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
@@ -549,7 +550,7 @@ gate_epochs() {  # gate_epochs K SEED EPOCHS
   [[ $3 == 2 ]] || save=$WORK/gate-epochs/g$1-s$2-e$3
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
     --save-dir "$save" --preset cpu-small --seed "$2" --gate-epochs "$3" \
-    --train-args "--distill-hidden-weight 1" \
+    --train-args "--distill-hidden-weight 1" --recovery best \
     --importance-scores "$WORK/sweep-imp36ft/importance.json"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
   touch "$out"
@@ -630,15 +631,17 @@ timed pick-k-refined dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-
 # 6y. session 22: the README's one command (default gates, seed 1) with --recovery tuned at
 # K = 36, 18 and 9, the untuned start (SAVE_DIR/pruned.untuned.pt) and the tuned run both decoded
 # on test; one line each in tuned-default.txt
-field() {  # field FILE KEY: a value of a JSON file (a float to 2 decimals)
-  python -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("%.2f" % v if isinstance(v, float) else v)' "$1" "$2"
+field() {  # field FILE KEY[.KEY...]: a value of a JSON file (a float to 2 decimals)
+  python -c 'import functools,json,sys; v=functools.reduce(lambda d, k: d[k], sys.argv[2].split("."), json.load(open(sys.argv[1]))); print("%.2f" % v if isinstance(v, float) else v)' "$1" "$2"
 }
-tuned_default() {  # tuned_default K
-  local save=$WORK/tuned-default/k$1 out=$OUT/tuned-default.txt m ckpt line
+tuned_default() {  # tuned_default K [SEED]: the gate seed (default 1; folder kK, else kK-sSEED)
+  local seed=${2:-1} dir=k$1
+  [[ $seed == 1 ]] || dir=k$1-s$seed
+  local save=$WORK/tuned-default/$dir out=$OUT/tuned-default.txt m ckpt line
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
-    --save-dir "$save" --preset cpu-small --recovery tuned \
+    --save-dir "$save" --preset cpu-small --recovery tuned --seed "$seed" \
     --importance-scores "$WORK/pick-k-refined/importance.json"
-  line="k$1-s1: recovery best -> $(field "$save/recovery.json" chosen)"
+  line="k$1-s$seed: recovery best -> $(field "$save/recovery.json" chosen)"
   for m in untuned tuned; do
     ckpt=$save/pruned.untuned.pt
     [[ $m == tuned ]] && ckpt=$save/tuned/run/pruned.pt
@@ -648,11 +651,56 @@ tuned_default() {  # tuned_default K
   done
   line+="; kept $(field "$save/tuned/tune.json" chosen)"
   touch "$out"
-  grep -q "^k$1-s1:" "$out" || echo "$line" >> "$out"
+  grep -q "^k$1-s$seed:" "$out" || echo "$line" >> "$out"
 }
 timed tuned-default-k36 tuned_default 36
 timed tuned-default-k18 tuned_default 18
 timed tuned-default-k9 tuned_default 9
+
+# 6z. sessions 23-24: gate seeds 2 and 3 of stage 6y (the spread of the one command with --recovery
+# tuned, now the recipes' default), then head importance's one command (prune-importance.sh
+# --recovery tuned, tuning seed S) where stage 6v/6w lack its tuning seed: K = 36 seed 3, K = 9
+# seeds 2 and 3; one line each in tuned-default.txt ("imp36-s3: ...")
+for seed in 2 3; do
+  for k in 36 18 9; do timed "tuned-default-k$k-s$seed" tuned_default "$k" "$seed"; done
+done
+importance_tuned() {  # importance_tuned K SEED: prune-importance.sh --recovery tuned --seed SEED
+  local dir=$WORK/importance-tuned out=$OUT/tuned-default.txt line f
+  mkdir -p "$dir"
+  # the reconstructed start does not depend on the seed: another seed's is shared
+  for f in "$dir"/imp$1-s*.untuned.strip.txt; do
+    [[ -s $f && ! -s $dir/imp$1-s$2.untuned.pt ]] || continue
+    cp -p "${f%.strip.txt}.pt" "$dir/imp$1-s$2.untuned.pt"
+    cp -p "$f" "$dir/imp$1-s$2.untuned.strip.txt"
+  done
+  bash "$RECIPES/prune-importance.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
+    --output "$dir/imp$1-s$2.pt" --scores "$WORK/pick-k-refined/importance.json" \
+    --recovery tuned --seed "$2" --preset cpu-small
+  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$dir/imp$1-s$2.pt" --out "$dir/eval-test-imp$1-s$2"
+  local tune=$dir/imp$1-s$2.tuned/tune.json
+  line="imp$1-s$2: untuned valid $(field "$tune" valid_sacrebleu.untuned)"
+  line+="; tuned valid $(field "$tune" valid_sacrebleu.tuned); kept $(field "$tune" chosen)"
+  line+="; test $(field "$dir/eval-test-imp$1-s$2/score.json" sacrebleu)"
+  touch "$out"
+  grep -q "^imp$1-s$2:" "$out" || echo "$line" >> "$out"
+}
+timed importance-tuned-k36-s3 importance_tuned 36 3
+timed importance-tuned-k9-s2 importance_tuned 9 2
+timed importance-tuned-k9-s3 importance_tuned 9 3
+# the recipe's fine-tune (fine-tune seed 1) of the one command's models of gate seeds 2 and 3
+# (the README's fine-tune starts from them since the tuned refit is the default); lines "ft-kK-sG"
+# (G: the gate seed; bench/score_line.py: best = the recipe's model) in tuned-default.txt
+ft_tuned_default() {  # ft_tuned_default K GATESEED
+  local dir=k$1
+  [[ $2 == 1 ]] || dir=k$1-s$2
+  local save=$WORK/tuned-default/ft-$dir out=$OUT/tuned-default.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "ft-k$1-s$2" "$save" "$DATA" --data "$DATA" \
+    --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed 1
+  grep -q "^ft-k$1-s$2:" "$out" || cat "$save/summary.line" >> "$out"
+}
+for seed in 2 3; do
+  for k in 36 18 9; do timed "tuned-default-ft-k$k-s$seed" ft_tuned_default "$k" "$seed"; done
+done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

@@ -405,10 +405,9 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     text = doc.read_text()
     assert text.startswith("a\n<!-- recovery-summary -->\n")
     # the table of what the recipes give: means (range, runs) of the default path and its rival
-    assert (
-        "| 18 of 72 (H/4) | 34.25 (1 run) | 38.00 (1 run) | 34.00 (1 run) | 38.00 (1 run) |" in text
-    )
-    assert "| 9 of 72 (H/8) | - | - | - | - |" in text
+    # (no one command with the tuned refit run here, nor its fine-tune: tuned-default.txt's test)
+    assert "| 18 of 72 (H/4) | - | 34.25 (1 run) | - | - | 38.00 (1 run) |" in text
+    assert "| 9 of 72 (H/8) | - | - | - | - | - |" in text
     assert "stale table" not in text and "| heads chosen by | K = 18 (H/4) |" in text
     assert (
         "| pipelined DSP, plain gates (labels, frozen model) | - / 33.00 / **35.00** | - / **38.50** / **39.80** | - / - / - |"
@@ -590,7 +589,7 @@ def test_converged_report_reads_the_layer_distilled_gates(tmp_path):
          "recovery", "--splice", doc],
         check=True,
     )  # fmt: skip
-    assert "| 18 of 72 (H/4) | 33.00 (1 run) | - | 34.50 (1 run) | - |" in doc.read_text()
+    assert "| 18 of 72 (H/4) | - | 33.00 (1 run) | - | - | - |" in doc.read_text()
 
 
 def test_restart_rows_take_the_gate_run_the_recipe_would_keep():
@@ -634,16 +633,24 @@ def test_converged_report_reads_the_two_epoch_gate_runs(tmp_path):
     assert "H/4: 35.85 (mean of 2), 4.15 below (limit 6.0)" in goal and "H/2: not run" in goal
 
 
+def write_importance_rec(folder, k: int, test: float, valid: float) -> None:
+    """An unpruned baseline of 40.0 and one importance+rec row at K: the start of the tuned rows."""
+    (folder / "baseline.json").write_text(json.dumps({"sacrebleu": 40.0}))
+    row = {
+        "method": "importance+rec",
+        "heads_to_keep": k,
+        "sacrebleu": test,
+        "valid_sacrebleu": valid,
+    }
+    (folder / "results.json").write_text(json.dumps([row]))
+
+
 def test_converged_report_reads_the_tuned_refit_as_recovery_tuned_keeps_it(tmp_path):
     """tuned-refit.txt's lines at tune-refit.sh's learning rate become the tuned rows, each
     run the tuned model only where it decodes valid better than its start (the gate run's
     line, or importance + reconstruct's cell), as --recovery tuned keeps it; other learning
     rates and starts not in the table are left out."""
-    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.0}))
-    (tmp_path / "results.json").write_text(json.dumps([
-        {"method": "importance+rec", "heads_to_keep": 18, "sacrebleu": 34.0,
-         "valid_sacrebleu": 34.5},
-    ]))  # fmt: skip
+    write_importance_rec(tmp_path, 18, 34.0, 34.5)
     (tmp_path / "gate-layer-distillation.txt").write_text(
         "g18-s1: own valid 35.0; refit valid 35.5; best reconstruct test 35.0 valid 35.5\n"
         "g18-s2: own valid 34.0; refit valid 33.0; best none test 34.0 valid 34.0\n"
@@ -680,3 +687,42 @@ def test_converged_report_reads_the_tuned_refit_as_recovery_tuned_keeps_it(tmp_p
     assert "largest range 2.00: beyond it" in versus and versus.endswith("| met |")
     pick = next(line for line in lines if "--recovery tuned` removes" in line)
     assert pick.endswith("| not run yet | not measured yet |")
+
+
+def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
+    """tuned-default.txt: each "kK-sS" line is the DSP one command's kept model (tuned or its
+    untuned start, as the recipe chose on valid), each "impK-sS" line a tuning seed of head
+    importance's one command, added to tuned-refit.txt's; both become the README's default
+    table's columns and a goal; "ft-kK-sS" lines are the recipe's fine-tune of the former."""
+    write_importance_rec(tmp_path, 36, 37.0, 37.5)
+    (tmp_path / "tuned-refit.txt").write_text(
+        "tuned-imp36-lr5e-4: best test 38.0 valid 38.5; valid loss 0.3\n"
+    )
+    (tmp_path / "tuned-default.txt").write_text(
+        "# header\n"
+        "k36-s1: recovery best -> reconstruct; untuned test 37.0 valid 38.0; tuned test 38.5 "
+        "valid 39.0; kept tuned\n"
+        "k36-s2: recovery best -> none; untuned test 37.5 valid 38.2; tuned test 36.0 "
+        "valid 38.1; kept untuned\n"
+        "imp36-s3: untuned valid 37.5; tuned valid 38.9; kept tuned; test 39.0\n"
+        "ft-k36-s1: best test 39.8 valid 40.1; last test 39.5 valid 39.9; valid loss 3.9\n"
+    )
+    doc = tmp_path / "README.md"
+    doc.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n")
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
+         "recovery", "--splice", doc],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    row = next(line for line in doc.read_text().splitlines() if line.startswith("| 36 of 72"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # the one command: 38.5 (tuned kept) and 37.5 (the untuned start kept); importance: 38.0
+    # (tuned-refit.txt, better on valid than its start) and 39.0 (tuning seed 3)
+    assert cells[1] == "38.00 (37.50-38.50, 2 runs)" and cells[4] == "38.50 (38.00-39.00, 2 runs)"
+    assert cells[2] == cells[5] == "-" and cells[3] == "39.80 (1 run)"  # ft-k36-s1
+    goals = report_text(tmp_path).splitlines()
+    goal = next(line for line in goals if line.startswith("| the one command, DSP"))
+    assert "H/2: -0.50 vs head importance, one-shot + reconstruct + tuned refit" in goal
+    assert goal.endswith("| **not met** |")
+    goal = next(line for line in goals if "of the one command's model since session 23" in line)
+    assert "H/2: 39.80, 0.20 below (limit 0.3); H/4: not run" in goal

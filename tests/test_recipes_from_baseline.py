@@ -425,10 +425,11 @@ def test_interrupted_side_by_side_restarts_stop_their_gate_runs(baseline, tmp_pa
 
 
 def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(baseline, tmp_path):
-    """prune-importance.sh --recovery tuned: the reconstructed model (PRUNED.untuned.pt), one
-    epoch of distillation into out_proj and fc2 alone (every other tensor unchanged), both
-    decoded on valid and the better copied to PRUNED.pt, the choice in its report; a rerun
-    writes nothing. prune-pipelined.sh --recovery tuned tunes the recovery it chose the same way."""
+    """The recipes' default recovery, tuned. prune-importance.sh: the reconstructed model
+    (PRUNED.untuned.pt), one epoch of distillation into out_proj and fc2 alone (every other
+    tensor unchanged), both decoded on valid and the better copied to PRUNED.pt, the choice in
+    its report; a rerun writes nothing. prune-pipelined.sh tunes the recovery it chose the same
+    way; with --restarts the runs stop at best and only the chosen one is tuned."""
     import torch
 
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
@@ -443,7 +444,7 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
             "--importance-args", "--max-batches 2", *more, check=check,
         )  # fmt: skip
 
-    proc = prune("--recovery", "tuned")
+    proc = prune()  # the default: --recovery tuned
     tuned = tmp_path / "imp8.tuned"
     start, run_model = (
         load_checkpoint(str(tmp_path / "imp8.untuned.pt")),
@@ -478,13 +479,17 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     proc = prune("--recovery", "retrained", check=False)
     assert proc.returncode != 0 and "--recovery must be reconstruct, tuned or none" in proc.stderr
 
+    def pipelined(save, *more):  # the default recovery: tuned
+        return run(
+            "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data", "--base", base,
+            "--heads-to-keep", "8", "--save-dir", save, "--preset", "cpu-small",
+            "--validate-interval", "0", "--gen-args", GEN, "--importance-scores",
+            tmp_path / "importance.json", "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3",
+            *more,
+        )  # fmt: skip
+
     save = tmp_path / "pipelined"
-    proc = run(
-        "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data", "--base", base,
-        "--heads-to-keep", "8", "--save-dir", save, "--preset", "cpu-small", "--recovery", "tuned",
-        "--validate-interval", "0", "--gen-args", GEN, "--importance-scores",
-        tmp_path / "importance.json", "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3",
-    )  # fmt: skip
+    proc = pipelined(save)
     choice = json.loads((save / "tuned/tune.json").read_text())
     assert (save / "pruned.pt").read_bytes() == (save / "tuned/pruned.pt").read_bytes()
     # the tuning's start is kept beside it: the recovery best chose it (its valid score)
@@ -496,3 +501,29 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     assert "recovery: best of none and reconstruct on valid ->" in report
     assert f"recovery: tuned refit kept on valid if better -> {choice['chosen']}" in report
     assert report.count("tuned refit") == 1 and "tuned refit" in proc.stdout
+    # --recovery best afterwards: the tuning and its start describe no model of the folder now
+    pipelined(save, "--recovery", "best")
+    assert not (save / "tuned").exists() and not (save / "pruned.untuned.pt").exists()
+    assert "tuned refit" not in (save / "strip.txt").read_text()
+
+    # --restarts 2 with the default: each run stops at best, the chosen one is tuned once
+    save = tmp_path / "restarts"
+    pipelined(save, "--restarts", "2", "--restart-jobs", "1")
+    chosen = json.loads((save / "restarts.json").read_text())["chosen"]
+    for s in (1, 2):
+        assert (save / f"seed-{s}/recovery").read_text().strip() == "best"
+        assert not (save / f"seed-{s}/tuned").exists()
+    assert (save / "pruned.untuned.pt").read_bytes() == (save / chosen / "pruned.pt").read_bytes()
+    choice = json.loads((save / "tuned/tune.json").read_text())
+    assert (
+        choice["valid_sacrebleu"]["untuned"]
+        == json.loads((save / "restarts.json").read_text())["valid_sacrebleu_chosen"]
+    )
+    assert (save / "pruned.pt").read_bytes() == (save / "tuned/pruned.pt").read_bytes()
+    assert (save / "strip.txt").read_text().count("tuned refit kept on valid if better") == 1
+    # a rerun tunes nothing again and ends with the same model and report
+    tuned_run = {p: p.stat().st_mtime_ns for p in (save / "tuned").rglob("*") if p.is_file()}
+    model, report = (save / "pruned.pt").read_bytes(), (save / "strip.txt").read_text()
+    pipelined(save, "--restarts", "2", "--restart-jobs", "1")
+    assert {p: p.stat().st_mtime_ns for p in tuned_run} == tuned_run
+    assert (save / "pruned.pt").read_bytes() == model and (save / "strip.txt").read_text() == report

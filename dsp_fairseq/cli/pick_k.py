@@ -8,10 +8,11 @@
 model and the raw references. Its bin/ is accepted too and stands for the corpus.
 
 For a trained (unpruned) checkpoint, it prunes with pipelined DSP
-(``examples/translation/prune-pipelined.sh`` with its defaults: gates started from head
-importance's scores (computed once, OUT/importance.json) and trained on KL to
-the unpruned model with the output layers adapting, and the better on valid of the gate
-run's own weights and the refit against the unpruned model; ``--gate-objective labels``
+(``examples/translation/prune-pipelined.sh`` with its defaults, except the recovery: gates
+started from head importance's scores (computed once, OUT/importance.json) and trained on
+KL to the unpruned model with the output layers adapting, and the better on valid of the
+gate run's own weights and the refit against the unpruned model (``--recovery best``; the
+recipe's default, tuned, costs about 6 minutes more per probe); ``--gate-objective labels``
 for gates trained on the references with the model frozen, ``--recovery reconstruct`` or
 ``none`` to score one of the two candidates, ``--recovery tuned`` to tune the chosen one's
 out_proj and fc2 towards the unpruned model (tune-refit.sh); ``--restarts N`` for the best of N gate runs
@@ -254,8 +255,10 @@ def main(argv=None) -> int:
         help="what each probe's stripped model gets before it is scored (prune-pipelined.sh "
         "--recovery): best (default: the better on valid of the gate run's own weights and "
         "the refit), tuned (best, then out_proj and fc2 tuned towards the unpruned model for "
-        "one epoch, kept if better on valid: tune-refit.sh), reconstruct (dsp-strip "
-        "--reconstruct on training batches) or none",
+        "one epoch, kept if better on valid: tune-refit.sh, the recipes' default; here it "
+        "adds about 6 minutes per probe on 2 CPU cores and picked the same K on the H/8 grid "
+        "of the 72-head benchmark, bench/RESULTS.md), reconstruct (dsp-strip --reconstruct on "
+        "training batches) or none",
     )
     parser.add_argument(
         "--restarts",

@@ -4,8 +4,8 @@
 # K random heads, and strip the rest.
 #
 #   prune-importance.sh --data DIR --base BASE.pt --heads-to-keep K --output PRUNED.pt
-#                       [--scores SCORES.json] [--importance-args "ARGS"] [--random [--seed S]]
-#                       [--recovery reconstruct|tuned|none] [--reconstruct-args "ARGS"]
+#                       [--scores SCORES.json] [--importance-args "ARGS"] [--random] [--seed S]
+#                       [--recovery tuned|reconstruct|none] [--reconstruct-args "ARGS"]
 #                       [--preset iwslt|cpu-small] [--gen-args "ARGS"]
 #
 # --scores  where the head-importance scores are (or will be) written; default
@@ -13,19 +13,22 @@
 #           validation data) and reused for every K.
 # --importance-args  more dsp-importance arguments (e.g. --max-batches 50 --granularity batch)
 # --random  keep K heads drawn at random (seeded) instead.
-# --recovery  reconstruct (default, the best measured without training): refit the kept
-#           heads' output projections against the unpruned model on training batches
-#           (dsp-strip --reconstruct, a minute or two); none: strip only; tuned: reconstruct,
-#           then the tuned refit (tune-refit.sh: out_proj and fc2 trained towards the
-#           unpruned model for one epoch, the rest frozen, kept when it decodes valid better;
-#           the reconstructed model stays in PRUNED.untuned.pt, the run in PRUNED.tuned/)
+# --recovery  tuned (default since session 23): reconstruct, then the tuned refit
+#           (tune-refit.sh: out_proj and fc2 trained towards the unpruned model for one epoch,
+#           the rest frozen, kept when it decodes valid better; the reconstructed model stays
+#           in PRUNED.untuned.pt, the run in PRUNED.tuned/): the best measured without a full
+#           fine-tune, about 6 minutes more on 2 CPU cores (bench/RESULTS.md);
+#           reconstruct: refit the kept heads' output projections against the unpruned
+#           model on training batches (dsp-strip --reconstruct, a minute or two, no weight
+#           training); none: strip only
+# --seed    the random heads' seed, and the tuned refit's (data order)
 # --preset, --gen-args  the tuned refit's training preset and validation decodes' options
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # Output: PRUNED.pt and PRUNED.strip.txt (dsp-strip's table). Existing outputs are kept.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
-DATA="" BASE="" K="" OUTPUT="" SCORES="" RANDOM_HEADS=0 SEED=1 IMP_ARGS="" RECOVERY=reconstruct REC_ARGS=""
+DATA="" BASE="" K="" OUTPUT="" SCORES="" RANDOM_HEADS=0 SEED=1 IMP_ARGS="" RECOVERY=tuned REC_ARGS=""
 PRESET=${PRESET:-iwslt} GEN_ARGS=""
 while [[ $# -gt 0 ]]; do
   case $1 in

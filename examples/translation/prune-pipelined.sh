@@ -8,7 +8,7 @@
 #                      [--preset iwslt|cpu-small] [--l0-penalty X] [--anneal-updates N]
 #                      [--validate-interval N|auto] [--snapshot-interval N] [--args-file F]
 #                      [--seed S] [--train-args "ARGS"] [--gate-objective distill|labels]
-#                      [--recovery best|tuned|reconstruct|none] [--reconstruct-args "ARGS"]
+#                      [--recovery tuned|best|reconstruct|none] [--reconstruct-args "ARGS"]
 #                      [--gate-init importance|none] [--importance-scores FILE]
 #                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
 #                      [--restart-jobs J|auto] [--gate-epochs N] [-- FAIRSEQ-TRAIN-ARGS...]
@@ -56,20 +56,22 @@
 #                   validates at that interval too
 # --args-file F     model-shape arguments computed before by
 #                   python -m dsp_fairseq.recipes.pipelined_args (a sweep reuses them)
-# --recovery        best (default): strip twice, with the gate run's own weights and with the
-#                   refit below, score both on the validation set (sacreBLEU, evaluate.sh
-#                   --subset valid) and keep the better (its name in SAVE_DIR/recovery.json);
-#                   with the distill objective the gate run's own output layers beat the refit
-#                   in some runs at H/4 and H/8, never at H/2 (bench/RESULTS.md); the
-#                   two validation decodes add a minute or two;
+# --recovery        tuned (default since session 23): best, then the tuned refit
+#                   (tune-refit.sh: only out_proj and fc2 trained towards the unpruned model
+#                   for one epoch of 1024-token batches, the rest frozen; kept when it decodes
+#                   valid better; in SAVE_DIR/tuned/, the model it started from in
+#                   SAVE_DIR/pruned.untuned.pt). The best measured recovery without a full
+#                   fine-tune at every K (over 3 gate seeds, bench/RESULTS.md "The one command
+#                   with the tuned refit"); it adds about 6 minutes on 2 CPU cores, about as
+#                   long again as the gate run;
+#                   best: strip twice, with the gate run's own weights and with the refit
+#                   below, score both on the validation set (sacreBLEU, evaluate.sh --subset
+#                   valid) and keep the better (its name in SAVE_DIR/recovery.json); no weight
+#                   training beyond the gate run's; the two validation decodes add a minute or
+#                   two;
 #                   reconstruct: refit the kept heads' output projections and the FFN output
 #                   layers against the unpruned model on training batches while stripping
-#                   (dsp-strip --reconstruct, a minute or two); none: strip only;
-#                   tuned: best, then the tuned refit (tune-refit.sh: only out_proj and fc2
-#                   trained towards the unpruned model for one epoch, the rest frozen, kept
-#                   when it decodes valid better; in SAVE_DIR/tuned/): the best measured
-#                   recovery without a full fine-tune at H/4 (bench/RESULTS.md "A tuned
-#                   refit"), for about as long again as the gate run
+#                   (dsp-strip --reconstruct, a minute or two); none: strip only
 # --gen-args        more fairseq-generate arguments for --recovery best's validation decodes
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
 # --preset          optimisation settings (the learning rate only matters to the gates'
@@ -90,15 +92,15 @@
 #                   of one after the other (bench/RESULTS.md "Restarts side by side")
 # Output: SAVE_DIR/checkpoint_{best,last}.pt (gated; with --restarts in SAVE_DIR/seed-SEED/),
 # SAVE_DIR/pruned.pt (stripped),
-# SAVE_DIR/strip.txt, SAVE_DIR/train.log (with --recovery best also SAVE_DIR/recovery.json and
-# the candidates' scores in SAVE_DIR/valid-{none,reconstruct}/; with --recovery tuned also
+# SAVE_DIR/strip.txt, SAVE_DIR/train.log (with --recovery tuned or best also SAVE_DIR/recovery.json
+# and the candidates' scores in SAVE_DIR/valid-{none,reconstruct}/; with tuned also
 # SAVE_DIR/tuned/, tune-refit.sh's folder, and SAVE_DIR/pruned.untuned.pt, the model it
 # started from). Finished steps are skipped on a rerun.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
-ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=best REC_ARGS=""
+ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=tuned REC_ARGS=""
 OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1
 EXTRA=() CALL_ARGS=("$@")
 while [[ $# -gt 0 ]]; do
@@ -181,6 +183,7 @@ mkdir -p "$SAVE"
 tune_chosen() {
   [[ $RECOVERY == tuned ]] || return 0
   if [[ ! -f $SAVE/pruned.untuned.pt ]]; then
+    rm -rf "$SAVE/tuned"  # a tuning without its start is another model's
     cp "$SAVE/pruned.pt" "$SAVE/pruned.untuned.pt.tmp"
     mv "$SAVE/pruned.untuned.pt.tmp" "$SAVE/pruned.untuned.pt"
   fi
@@ -197,12 +200,12 @@ tune_chosen() {
 if [[ $RESTARTS -gt 1 ]]; then
   # This call once per seed, each in its own folder (each resumes and skips on its own), all
   # sharing one importance file; then the run that decodes the validation set best.
-  own=()
+  # the chosen run is tuned once, here: the runs stop at best (also when tuned is the default)
+  own=(--recovery "${RECOVERY/tuned/best}")
   for (( i = 0; i < ${#CALL_ARGS[@]}; i += 2 )); do
     [[ ${CALL_ARGS[i]} == -- ]] && break
     case ${CALL_ARGS[i]} in
-      --restarts|--restart-jobs|--seed|--save-dir|--importance-scores) ;;
-      --recovery) own+=(--recovery "${RECOVERY/tuned/best}") ;;  # the chosen run is tuned once, here
+      --restarts|--restart-jobs|--seed|--save-dir|--importance-scores|--recovery) ;;
       *) own+=("${CALL_ARGS[i]}" "${CALL_ARGS[i + 1]}") ;;
     esac
   done
@@ -269,6 +272,8 @@ if [[ $RESTARTS -gt 1 ]]; then
     --output "$SAVE/restarts.json" "${candidates[@]}") \
     || die "cannot compare the restarts' validation scores (see above)"
   say "restarts: $chosen decodes the validation set best (valid sacreBLEU: $(IFS=,; echo "${scores[*]}" | sed 's/,/, /g'))"
+  # a tuning of another run's model (an earlier call chose another) is not this one's
+  cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.untuned.pt" || rm -f "$SAVE/pruned.untuned.pt"
   # the chosen run's model and reports, copied (a rerun that chooses the same leaves them be)
   if ! cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt"; then
     cp "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt.tmp"
@@ -331,7 +336,7 @@ if [[ ! -f $SAVE/.done ]]; then
     "${ALL_USER[@]}"
   # of older gates (or of an earlier call's restarts): stripped again below
   rm -f "$SAVE"/pruned-{none,reconstruct}.pt "$SAVE"/strip-{none,reconstruct}.txt "$SAVE/recovery"
-  rm -rf "$SAVE/tuned"
+  rm -rf "$SAVE/tuned" "$SAVE/pruned.untuned.pt"
   touch "$SAVE/.done"
 fi
 
@@ -348,7 +353,7 @@ strip_gates() {
 
 if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt || $(cat "$SAVE/recovery" 2>/dev/null) != "$RECOVERY" ]]; then
   rm -f "$SAVE/recovery" "$SAVE/recovery.json"
-  rm -rf "$SAVE/tuned"  # tuned from another recovery's model
+  rm -rf "$SAVE/tuned" "$SAVE/pruned.untuned.pt"  # tuned from another recovery's model
   if [[ $RECOVERY == best || $RECOVERY == tuned ]]; then
     # Both candidates, each scored on the validation set; the test set is never used to choose.
     for cand in none reconstruct; do
