@@ -745,7 +745,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
         "(min-max, runs) over gate seeds (DSP), tuning seeds (importance's one command), or "
         "fine-tune seeds of one pruned model; the fine-tune is the recipe's (270 updates, "
         f"dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints), DSP's from the "
-        "one command's tuned models (gate seeds 2 and 3), importance's from its reconstructed "
+        "one command's tuned models (gate seeds 2 and 3; 1-3 at H/4), importance's from its reconstructed "
         "model (no tuned refit); - not run.",
         "",
         "| heads kept | " + " | ".join(label for _, label in columns) + " |",
