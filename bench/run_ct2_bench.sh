@@ -14,9 +14,11 @@
 # --baseline CKPT --data DIR  the baseline and its prepared corpus (default: the shared
 #                  ../shared/data/multi30k-base72/{checkpoint.pt,data} when present, else the
 #                  converged benchmark's baseline/checkpoint_best.pt and data/)
-# --recovery       default (default): every pruned model with the recipes' default recovery
-#                  (DSP: prune-pipelined.sh's best of its own weights and the refit on valid;
-#                  importance's and fairseq's choices: refit by dsp-reconstruct); none: the
+# --recovery       default (default): every pruned model with the recovery that trains no
+#                  weight, the one the published table measured (DSP: prune-pipelined.sh
+#                  --recovery best, the better on valid of its own weights and the refit, the
+#                  recipes' default until session 23; importance's and fairseq's choices:
+#                  refit by dsp-reconstruct); none: the
 #                  stripped models as they are (how issue 12's table was made, then with
 #                  the gate defaults of that time)
 # The padded row reuses the converged benchmark's global-K DSP run if it exists, else trains
@@ -45,7 +47,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 case $RECOVERY in
-  default) PIPE_RECOVERY=() CT2_RECOVERY=(--reconstruct) ;;
+  default) PIPE_RECOVERY=(--recovery best) CT2_RECOVERY=(--reconstruct) ;;
   none) PIPE_RECOVERY=(--recovery none) CT2_RECOVERY=() ;;
   *) echo "run_ct2_bench.sh: --recovery takes default or none" >&2; exit 1 ;;
 esac
