@@ -212,6 +212,21 @@ TUNED_DEFAULT = "tuned-default:dsp"
 TUNED_DEFAULT_FT = f"tuned-default:dsp+ft@dropout0.1,avg{DEFAULT_AVERAGE}"
 LABELS[TUNED_DEFAULT] = _DEFAULT_GATES_BEST + _TUNED + " (the recipes' default since session 23)"
 LABELS[TUNED_DEFAULT_FT] = LABELS[TUNED_DEFAULT] + _AT_DEFAULT
+# and its "ft-kK-sS[-fF]" lines (bench/score_line.py: best = the average of the last 3, last =
+# the final model; fine-tune seed F, default 1), "ft-impK-sS" those of importance's one command:
+# finetune-pruned.sh --choose valid keeps the better of the two on valid (session 25: measured
+# level with the average, the recipe's model)
+TUNED_DEFAULT_FT_VALID = "tuned-default:dsp+ft@valid-choice"
+TUNED_IMP_FT = f"tuned-default:importance+ft@dropout0.1,avg{DEFAULT_AVERAGE}"
+TUNED_IMP_FT_VALID = "tuned-default:importance+ft@valid-choice"
+_VALID_CHOICE = (
+    " + fine-tune at dropout 0.1, the better on valid of the average of the last "
+    f"{DEFAULT_AVERAGE} checkpoints and the final model (`--choose valid`)"
+)
+LABELS[TUNED_DEFAULT_FT_VALID] = LABELS[TUNED_DEFAULT] + _VALID_CHOICE
+_TUNED_IMP_ONE_COMMAND = "head importance's one command: one-shot + reconstruct" + _TUNED
+LABELS[TUNED_IMP_FT] = _TUNED_IMP_ONE_COMMAND + _AT_DEFAULT
+LABELS[TUNED_IMP_FT_VALID] = _TUNED_IMP_ONE_COMMAND + _VALID_CHOICE
 
 
 def gate_layer_seeds(path: str, tag: str = "") -> dict:
@@ -386,17 +401,12 @@ def tuned_runs(path: str, start: str, starts: dict) -> dict:
 
 
 def tuned_default_runs(path: str) -> tuple:
-    """({K: [(test, valid), ...]} of the DSP one command's kept models, {K: [...]} of head
-    importance's, {K: [...]} of the recipe's fine-tune of the former) from tuned-default.txt,
-    in line order."""
+    """({K: [(test, valid), ...]} of the DSP one command's kept models, {K: [(tuning seed,
+    (test, valid)), ...]} of head importance's) from tuned-default.txt, in line order."""
     dsp: dict = {}
     imp: dict = {}
-    ft: dict = {}
     if os.path.isfile(path):
         for line in open(path, encoding="utf-8"):
-            m = re.match(r"ft-k([0-9]+)-s[0-9]+: best test ([0-9.]+) valid ([0-9.]+)", line)
-            if m:
-                ft.setdefault(int(m.group(1)), []).append((float(m.group(2)), float(m.group(3))))
             m = re.match(
                 r"k([0-9]+)-s[0-9]+: .*untuned test ([0-9.]+) valid ([0-9.]+); "
                 r"tuned test ([0-9.]+) valid ([0-9.]+); kept (tuned|untuned)",
@@ -406,14 +416,97 @@ def tuned_default_runs(path: str) -> tuple:
                 kept = (4, 5) if m.group(6) == "tuned" else (2, 3)
                 dsp.setdefault(int(m.group(1)), []).append(tuple(float(m.group(g)) for g in kept))
             m = re.match(
-                r"imp([0-9]+)-s[0-9]+: untuned valid ([0-9.]+); tuned valid ([0-9.]+); "
+                r"imp([0-9]+)-s([0-9]+): untuned valid ([0-9.]+); tuned valid ([0-9.]+); "
                 r"kept (tuned|untuned); test ([0-9.]+)",
                 line,
             )
             if m:
-                valid = float(m.group(3) if m.group(4) == "tuned" else m.group(2))
-                imp.setdefault(int(m.group(1)), []).append((float(m.group(5)), valid))
-    return dsp, imp, ft
+                valid = float(m.group(4) if m.group(5) == "tuned" else m.group(3))
+                imp.setdefault(int(m.group(1)), []).append(
+                    (int(m.group(2)), (float(m.group(6)), valid))
+                )
+    return dsp, imp
+
+
+def tuning_seeds(path: str, start: str) -> set:
+    """{(K, T)} of tuned-refit.txt's "tuned-STARTK-lrLR[-sT]" lines (T = 1 without -sT)."""
+    seeds = set()
+    if os.path.isfile(path):
+        for line in open(path, encoding="utf-8"):
+            m = re.match(
+                re.escape(start) + r"([0-9]+)-lr" + re.escape(TUNED_LR) + r"(?:-s([0-9]+))?:", line
+            )
+            if m:
+                seeds.add((int(m.group(1)), int(m.group(2) or 1)))
+    return seeds
+
+
+def tuned_finetunes(runs: dict, start: str) -> dict:
+    """{K: [(name, run), ...]} of the fine-tune lines "ft-STARTK-sS[-fF]" of RUNS
+    (fine_tune_lines of tuned-default.txt: S the gate or tuning seed, F the fine-tune seed,
+    default 1), ordered by F, then S."""
+    found: dict = {}
+    for name, run in runs.items():
+        m = re.fullmatch(r"ft-" + re.escape(start) + r"([0-9]+)-s([0-9]+)(?:-f([0-9]+))?", name)
+        if m and "last" in run:
+            order = (int(m.group(3) or 1), int(m.group(2)))
+            found.setdefault(int(m.group(1)), []).append((order, name, run))
+    return {k: [(n, r) for _, n, r in sorted(v, key=lambda x: x[0])] for k, v in found.items()}
+
+
+def chosen_on_valid(run: dict) -> tuple:
+    """finetune-pruned.sh --choose valid: the final model where it decodes valid better than
+    the average of the last checkpoints (the line's "best"), else the average."""
+    return run["last"] if run["last"][1] > run["best"][1] else run["best"]
+
+
+def choice_lines(finetunes: dict, earlier: dict) -> list:
+    """The average-or-final table: each fine-tune's average and final model, the one the
+    validation set chooses, and the mean change of each against the average; then the same
+    means over EARLIER (fine_tune_lines of the session-15 averaging study: its final models
+    and the averages of their last 3)."""
+    runs = [item for k in (36, 18, 9) for item in finetunes.get(k, [])]
+    if not runs:
+        return []
+
+    def cell(scores) -> str:
+        return f"{scores[0]:.2f} ({scores[1]:.2f})"
+
+    lines = [
+        f"| fine-tune run | average of the last {DEFAULT_AVERAGE} (the recipe's model) | "
+        "final model | chosen on valid (`--choose valid`) |",
+        "|---|---|---|---|",
+    ]
+    for name, run in runs:
+        chosen = "final" if chosen_on_valid(run) is run["last"] else "average"
+        lines.append(
+            f"| {name} | {cell(run['best'])} | {cell(run['last'])} | "
+            f"{cell(chosen_on_valid(run))}: {chosen} |"
+        )
+
+    def mean_change(group: list, label: str) -> str:
+        change = []
+        for pick in (lambda r: r["last"], chosen_on_valid):
+            test = statistics.mean(pick(r)[0] - r["best"][0] for r in group)
+            valid = statistics.mean(pick(r)[1] - r["best"][1] for r in group)
+            change.append(f"{test:+.2f} ({valid:+.2f})")
+        finals = sum(chosen_on_valid(r) is r["last"] for r in group)
+        return (
+            f"| {label} ({len(group)} runs) | | {change[0]} | {change[1]}, the final model "
+            f"chosen in {finals} of {len(group)} |"
+        )
+
+    lines.append(mean_change([r for _, r in runs], "mean change against the average"))
+    older = [
+        {"best": run["avg"][DEFAULT_AVERAGE], "last": run["last"]}
+        for run in earlier.values()
+        if DEFAULT_AVERAGE in run["avg"] and "last" in run
+    ]
+    if older:
+        lines.append(
+            mean_change(older, "the same over session 15's averaging study (untuned starts)")
+        )
+    return lines
 
 
 def main() -> int:
@@ -491,12 +584,17 @@ def main() -> int:
         for seed, scores in runs.items()
     }
     imp_starts = {(k, 0): cells[(m, k)] for (m, k) in list(cells) if m == "importance+rec"}
-    dsp_tuned, imp_tuned_lines, dsp_tuned_ft = tuned_default_runs(
-        os.path.join(args.dir, TUNED_DEFAULT_FILE)
-    )
+    tuned_default_file = os.path.join(args.dir, TUNED_DEFAULT_FILE)
+    dsp_tuned, imp_tuned_lines = tuned_default_runs(tuned_default_file)
+    tuned_ft_lines = fine_tune_lines(tuned_default_file)
+    dsp_tuned_ft = tuned_finetunes(tuned_ft_lines, "k")
+    imp_tuned_ft = tuned_finetunes(tuned_ft_lines, "imp")
     imp_tuned = tuned_runs(tuned_file, "tuned-imp", imp_starts)
-    for k, runs in imp_tuned_lines.items():  # more tuning seeds of the same starts
-        imp_tuned.setdefault(k, []).extend(runs)
+    # more tuning seeds of the same starts; a seed tuned-refit.txt has is the same run again
+    # (stage 6aa remade importance's K = 18 models to fine-tune them): read once
+    known = tuning_seeds(tuned_file, "tuned-imp")
+    for k, runs in imp_tuned_lines.items():
+        imp_tuned.setdefault(k, []).extend(r for seed, r in runs if (k, seed) not in known)
     imp_runs = finetune_setting_runs(settings_file, FT_DEFAULT_SETTING, start="imp")
     # the final models of stage 6q's importance runs are session 14's default fine-tune of it
     # (its DSP runs repeat stage 6o's, which are already read)
@@ -530,7 +628,16 @@ def main() -> int:
         (TUNED_GATES, tuned_runs(tuned_file, "tuned-gate", gate_starts)),
         (TUNED_IMP, imp_tuned),
         (TUNED_DEFAULT, dsp_tuned),
-        (TUNED_DEFAULT_FT, dsp_tuned_ft),
+        (TUNED_DEFAULT_FT, {k: [r["best"] for _, r in v] for k, v in dsp_tuned_ft.items()}),
+        (
+            TUNED_DEFAULT_FT_VALID,
+            {k: [chosen_on_valid(r) for _, r in v] for k, v in dsp_tuned_ft.items()},
+        ),
+        (TUNED_IMP_FT, {k: [r["best"] for _, r in v] for k, v in imp_tuned_ft.items()}),
+        (
+            TUNED_IMP_FT_VALID,
+            {k: [chosen_on_valid(r) for _, r in v] for k, v in imp_tuned_ft.items()},
+        ),
     ):
         for k, runs in ft_runs.items():  # the first run is the cell, the others its spread
             cells[(method, k)] = runs[0]
@@ -584,6 +691,9 @@ def main() -> int:
     averaging = averaging_lines(averaged)
     if averaging:
         out += ["", *averaging]
+    choice = choice_lines(
+        {k: dsp_tuned_ft.get(k, []) + imp_tuned_ft.get(k, []) for k in (36, 18, 9)}, averaged
+    )
     # dsp-pick-k with the recipes' defaults: the latest run there is (PICK_RUNS, newest first)
     pick = next(
         (p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in PICK_RUNS) if p), None
@@ -593,6 +703,8 @@ def main() -> int:
     if args.marker == "recovery":  # the recovery table: the issue-17 goals only
         goals = goals[: goals.index("")]
     parts = {f"{args.marker}-table": "\n".join(out), f"{args.marker}-goals": "\n".join(goals)}
+    if args.marker == "recovery" and choice:  # the study of finetune-pruned.sh --choose
+        parts["recovery-choice"] = "\n".join(choice)
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(defaults_lines(cells, seeds, base))
@@ -729,6 +841,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
         (f"{DEFAULT_GATES}:dsp+best", "DSP, `--recovery best` (no weight training)"),
         (TUNED_DEFAULT_FT, "DSP, the one command + fine-tune"),
         (TUNED_IMP, "head importance, its one command (reconstruct + tuned refit)"),
+        (TUNED_IMP_FT, "head importance, its one command + fine-tune"),
         (IMP_FT_AVG_METHOD, "head importance + reconstruct + fine-tune"),
     )
 
@@ -742,11 +855,12 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
 
     lines = [
         f"Unpruned (72 heads): **{base['sacrebleu']:.2f}**. Cells: test_2016 sacreBLEU, mean "
-        "(min-max, runs) over gate seeds (DSP), tuning seeds (importance's one command), or "
-        "fine-tune seeds of one pruned model; the fine-tune is the recipe's (270 updates, "
-        f"dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints), DSP's from the "
-        "one command's tuned models (gate seeds 2 and 3; 1-3 at H/4), importance's from its reconstructed "
-        "model (no tuned refit); - not run.",
+        "(min-max, runs) over gate seeds (DSP), tuning seeds (importance's one command) and "
+        "fine-tune seeds; the fine-tune is the recipe's (270 updates, dropout 0.1, the average "
+        f"of the last {DEFAULT_AVERAGE} checkpoints) of the one command's model (its runs: the "
+        "`ft-` lines of [bench/recovery/tuned-default.txt](bench/recovery/tuned-default.txt)); "
+        "the last column: the same fine-tune of importance + reconstruct's model (no tuned "
+        "refit); - not run.",
         "",
         "| heads kept | " + " | ".join(label for _, label in columns) + " |",
         "|---|" + "---|" * len(columns),
@@ -901,6 +1015,13 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         "| 270-update fine-tune (the recipe's) of the one command's model since session 23 "
         "(default gates, tuned refit): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at "
         "H/8 | " + within(TUNED_DEFAULT_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| the same with `--choose valid` (session 25: the better on valid of the average of the "
+        f"last {DEFAULT_AVERAGE} checkpoints and the final model): DSP + fine-tune within 0.3 at "
+        "H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within(TUNED_DEFAULT_FT_VALID, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "| the one command + the recipe's fine-tune: DSP at least as good as head importance's "
+        "one command (reconstruct + tuned refit) + the same fine-tune | "
+        + versus(TUNED_DEFAULT_FT, (TUNED_IMP_FT,)),
         "| 270-update fine-tune of the best of 2 two-epoch gate runs: DSP + fine-tune at least "
         "as good as head importance + reconstruct + the same fine-tune | "
         + versus(TWO_EPOCHS_RESTARTS_FT, (IMP_FT_AVG_METHOD,)),

@@ -7,13 +7,16 @@
 # The arguments after EVAL_DATA go to finetune-pruned.sh (--data, --pruned, --seed, ...);
 # EVAL_DATA is the prepared corpus decoded for the scores. Prints NAME's line of
 # bench/score_line.py and keeps it in SAVE_DIR/summary.line. Resumable like finetune-pruned.sh.
+# The fine-tune keeps the average of its last checkpoints (--choose average, the recipe's
+# default, unless the arguments say otherwise): the line scores it ("best") and the final model
+# ("last") on valid and test, so --choose valid (the better of the two on valid) is read off it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 R=$ROOT/examples/translation
 [[ $# -ge 3 ]] || { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 1; }
 name=$1 save=$2 eval_data=$3
 shift 3
-bash "$R/finetune-pruned.sh" --save-dir "$save" --preset cpu-small "$@"
+bash "$R/finetune-pruned.sh" --save-dir "$save" --preset cpu-small --choose average "$@"
 for sub in valid test; do
   bash "$R/evaluate.sh" --data "$eval_data" --checkpoint "$save/pruned.pt" --out "$save/eval-$sub" --subset $sub
   bash "$R/evaluate.sh" --data "$eval_data" --checkpoint "$save/checkpoint_last.pt" --out "$save/last-$sub" --subset $sub

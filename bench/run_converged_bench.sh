@@ -690,19 +690,45 @@ timed importance-tuned-k9-s3 importance_tuned 9 3
 # the recipe's fine-tune (fine-tune seed 1) of the one command's models of gate seeds 2 and 3
 # (the README's fine-tune starts from them since the tuned refit is the default); lines "ft-kK-sG"
 # (G: the gate seed; bench/score_line.py: best = the recipe's model) in tuned-default.txt
-ft_tuned_default() {  # ft_tuned_default K GATESEED
-  local dir=k$1
+ft_tuned_default() {  # ft_tuned_default K GATESEED [FTSEED]: fine-tune seed FTSEED (default 1)
+  local dir=k$1 ft=${3:-1} suffix=""
   [[ $2 == 1 ]] || dir=k$1-s$2
-  local save=$WORK/tuned-default/ft-$dir out=$OUT/tuned-default.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "ft-k$1-s$2" "$save" "$DATA" --data "$DATA" \
-    --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed 1
-  grep -q "^ft-k$1-s$2:" "$out" || cat "$save/summary.line" >> "$out"
+  [[ $ft == 1 ]] || suffix=-f$ft
+  local save=$WORK/tuned-default/ft-$dir$suffix out=$OUT/tuned-default.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "ft-k$1-s$2$suffix" "$save" "$DATA" --data "$DATA" \
+    --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed "$ft"
+  grep -q "^ft-k$1-s$2$suffix:" "$out" || cat "$save/summary.line" >> "$out"
 }
 for seed in 2 3; do
   for k in 36 18 9; do timed "tuned-default-ft-k$k-s$seed" ft_tuned_default "$k" "$seed"; done
 done
 # and of gate seed 1 at K = 18 (session 24: the two seeds above missed the H/4 goal by 0.02)
 timed tuned-default-ft-k18-s1 ft_tuned_default 18 1
+
+# 6aa. session 25: the fine-tune's model, the average of the last 3 or the final model
+# (finetune-pruned.sh --choose valid keeps the better on valid; every line here scores both:
+# bench/score_line.py's best = the average, last = the final model). A second fine-tune seed
+# of the one command's models (lines "ft-kK-sG-fF"), and head importance's one command at
+# K = 18 (tuning seeds 1-3) with the recipe's fine-tune of each (lines "ft-imp18-sS")
+ft_importance_tuned() {  # ft_importance_tuned K SEED: fine-tune of importance's one command
+  local save=$WORK/importance-tuned/ft-imp$1-s$2 out=$OUT/tuned-default.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "ft-imp$1-s$2" "$save" "$DATA" --data "$DATA" \
+    --pruned "$WORK/importance-tuned/imp$1-s$2.pt" --seed 1
+  grep -q "^ft-imp$1-s$2:" "$out" || cat "$save/summary.line" >> "$out"
+}
+for seed in 1 2 3; do timed "tuned-default-ft-k18-s$seed-f2" ft_tuned_default 18 "$seed" 2; done
+for seed in 1 2 3; do
+  timed "importance-tuned-k18-s$seed" importance_tuned 18 "$seed"
+  timed "importance-tuned-ft-k18-s$seed" ft_importance_tuned 18 "$seed"
+done
+for k in 36 9; do
+  for seed in 2 3; do timed "tuned-default-ft-k$k-s$seed-f2" ft_tuned_default "$k" "$seed" 2; done
+done
+# the fine-tune of importance's one command where stage 6z made its model, and a third
+# fine-tune seed of the one command's K = 18 models
+timed importance-tuned-ft-k36-s3 ft_importance_tuned 36 3
+for seed in 2 3; do timed "importance-tuned-ft-k9-s$seed" ft_importance_tuned 9 "$seed"; done
+for seed in 1 2 3; do timed "tuned-default-ft-k18-s$seed-f3" ft_tuned_default 18 "$seed" 3; done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

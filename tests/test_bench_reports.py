@@ -406,7 +406,7 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert text.startswith("a\n<!-- recovery-summary -->\n")
     # the table of what the recipes give: means (range, runs) of the default path and its rival
     # (no one command with the tuned refit run here, nor its fine-tune: tuned-default.txt's test)
-    assert "| 18 of 72 (H/4) | - | 34.25 (1 run) | - | - | 38.00 (1 run) |" in text
+    assert "| 18 of 72 (H/4) | - | 34.25 (1 run) | - | - | - | 38.00 (1 run) |" in text
     assert "| 9 of 72 (H/8) | - | - | - | - | - |" in text
     assert "stale table" not in text and "| heads chosen by | K = 18 (H/4) |" in text
     assert (
@@ -693,7 +693,9 @@ def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
     """tuned-default.txt: each "kK-sS" line is the DSP one command's kept model (tuned or its
     untuned start, as the recipe chose on valid), each "impK-sS" line a tuning seed of head
     importance's one command, added to tuned-refit.txt's; both become the README's default
-    table's columns and a goal; "ft-kK-sS" lines are the recipe's fine-tune of the former."""
+    table's columns and a goal; "ft-kK-sS[-fF]" and "ft-impK-sS" lines are fine-tunes of their
+    models (fine-tune seed F), read as finetune-pruned.sh --choose valid keeps them: the final
+    model where it decodes valid better than the average of the last 3, else the average."""
     write_importance_rec(tmp_path, 36, 37.0, 37.5)
     (tmp_path / "tuned-refit.txt").write_text(
         "tuned-imp36-lr5e-4: best test 38.0 valid 38.5; valid loss 0.3\n"
@@ -705,10 +707,15 @@ def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
         "k36-s2: recovery best -> none; untuned test 37.5 valid 38.2; tuned test 36.0 "
         "valid 38.1; kept untuned\n"
         "imp36-s3: untuned valid 37.5; tuned valid 38.9; kept tuned; test 39.0\n"
+        # tuning seed 1 again (tuned-refit.txt's line): read once
+        "imp36-s1: untuned valid 37.5; tuned valid 38.5; kept tuned; test 30.0\n"
         "ft-k36-s1: best test 39.8 valid 40.1; last test 39.5 valid 39.9; valid loss 3.9\n"
+        "ft-k36-s1-f2: best test 39.0 valid 39.5; last test 39.6 valid 39.7; valid loss 3.9\n"
+        "ft-imp36-s3: best test 39.2 valid 40.0; last test 39.4 valid 40.0; valid loss 3.9\n"
     )
     doc = tmp_path / "README.md"
-    doc.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n")
+    doc.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n"
+                   "<!-- recovery-choice -->\n<!-- /recovery-choice -->\n")  # fmt: skip
     subprocess.run(
         [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
          "recovery", "--splice", doc],
@@ -719,10 +726,27 @@ def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
     # the one command: 38.5 (tuned kept) and 37.5 (the untuned start kept); importance: 38.0
     # (tuned-refit.txt, better on valid than its start) and 39.0 (tuning seed 3)
     assert cells[1] == "38.00 (37.50-38.50, 2 runs)" and cells[4] == "38.50 (38.00-39.00, 2 runs)"
-    assert cells[2] == cells[5] == "-" and cells[3] == "39.80 (1 run)"  # ft-k36-s1
+    assert cells[2] == cells[6] == "-"
+    # the recipe's fine-tunes (the averages): 39.8 and 39.0; importance's 39.2
+    assert cells[3] == "39.40 (39.00-39.80, 2 runs)" and cells[5] == "39.20 (1 run)"
+    lines = doc.read_text().splitlines()
+    assert "| ft-k36-s1 | 39.80 (40.10) | 39.50 (39.90) | 39.80 (40.10): average |" in lines
+    assert "| ft-k36-s1-f2 | 39.00 (39.50) | 39.60 (39.70) | 39.60 (39.70): final |" in lines
+    assert "| ft-imp36-s3 | 39.20 (40.00) | 39.40 (40.00) | 39.20 (40.00): average |" in lines
+    assert ("| mean change against the average (3 runs) | | +0.17 (+0.00) | +0.20 (+0.07), the "
+            "final model chosen in 1 of 3 |") in lines  # fmt: skip
     goals = report_text(tmp_path).splitlines()
     goal = next(line for line in goals if line.startswith("| the one command, DSP"))
     assert "H/2: -0.50 vs head importance, one-shot + reconstruct + tuned refit" in goal
     assert goal.endswith("| **not met** |")
     goal = next(line for line in goals if "of the one command's model since session 23" in line)
-    assert "H/2: 39.80, 0.20 below (limit 0.3); H/4: not run" in goal
+    assert "H/2: 39.40 (mean of 2), 0.60 below (limit 0.3); H/4: not run" in goal  # the averages
+    # --choose valid: 39.8 (a tie keeps the average) and 39.6 (the final model)
+    goal = next(line for line in goals if line.startswith("| the same with `--choose valid`"))
+    assert "H/2: 39.70 (mean of 2), 0.30 below (limit 0.3); H/4: not run" in goal
+    assert goal.endswith("| not measured yet |")
+    goal = next(line for line in goals if line.startswith("| the one command + the recipe's"))
+    assert "H/2: +0.20 vs head importance's one command" in goal
+    assert "means of 2 and 1 runs, largest range 0.80: inside it" in goal and goal.endswith(
+        "| met |"
+    )

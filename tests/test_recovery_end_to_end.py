@@ -129,8 +129,8 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     assert not save.exists()  # refused before anything was written
     run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned", plain,
         "--save-dir", save, "--max-update", "6", "--preset", "cpu-small", "--teacher", base,
-        "--train-args", "--max-tokens 1000 --num-workers 0 --validate-interval-updates 3 "
-        "--distill-hidden-weight 0.5", timeout=900)  # fmt: skip
+        "--choose", "valid", "--train-args", "--max-tokens 1000 --num-workers 0 "
+        "--validate-interval-updates 3 --distill-hidden-weight 0.5", timeout=900)  # fmt: skip
     logs = [json.loads(line.split("|", 3)[-1]) for line in (save / "train.log").read_text().splitlines()
             if "| train |" in line or "| train_inner |" in line]  # fmt: skip
     assert logs and all(any(k.endswith("distill_kl") for k in log) for log in logs)
@@ -140,7 +140,7 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     # the preset's fine-tune dropout (0.1 for cpu-small), not its training dropout (0.2)
     assert " dropout=0.1," in (save / "train.log").read_text()  # fairseq's logged model config
     assert (save / "pruned.pt").is_file()
-    # the preset's --average-last 3: pruned.pt is the mean of the final model and the two
+    # the preset's --average-last 3: pruned.average.pt is the mean of the final model and the two
     # checkpoints fairseq saved before it (a checkpoint every update here: a tenth of 6, rounded up)
     final = load_checkpoint(str(save / "checkpoint_last.pt"))
     final_update = final["optimizer_history"][-1]["num_updates"]
@@ -148,7 +148,7 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     older = [p for update, p in saved if update < final_update][-2:]
     assert final_update == 6 and len(older) == 2
     models = [load_checkpoint(str(p))["model"] for p in older] + [final["model"]]
-    averaged = load_checkpoint(str(save / "pruned.pt"))
+    averaged = load_checkpoint(str(save / "pruned.average.pt"))
     assert "dsp_kept_heads" in averaged
     moved = 0
     for name, tensor in averaged["model"].items():
@@ -156,7 +156,32 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
             torch.testing.assert_close(tensor, sum(m[name] for m in models) / 3)
             moved += not torch.equal(tensor, final["model"][name])
     assert moved  # not the final model itself
+    last = load_checkpoint(str(save / "pruned.final.pt"))
+    assert "dsp_kept_heads" in last
+    assert all(torch.equal(t, final["model"][n]) for n, t in last["model"].items())
+    # --choose valid: pruned.pt is the better of the two on valid, a tie the average
+    valid = {c: json.loads((save / f"valid-{c}/score.json").read_text())["sacrebleu"]
+             for c in ("average", "final")}  # fmt: skip
+    choice = json.loads((save / "choice.json").read_text())
+    expected = "final" if valid["final"] > valid["average"] else "average"
+    assert choice["chosen"] == expected and choice["valid_sacrebleu"] == valid
+    kept = load_checkpoint(str(save / "pruned.pt"))
+    source = averaged if expected == "average" else last
+    assert all(torch.equal(t, source["model"][n]) for n, t in kept["model"].items())
+    assert kept["dsp_kept_heads"] == averaged["dsp_kept_heads"]
     assert 0 < valid_loss(corpus, save / "pruned.pt") < 20  # fairseq loads and scores it
+    # a rerun trains nothing and leaves pruned.pt alone; the default (--choose average) makes
+    # it the average
+    stamp = (save / "pruned.pt").stat().st_mtime_ns
+    again = [ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned", plain,
+             "--save-dir", save, "--max-update", "6", "--preset", "cpu-small"]  # fmt: skip
+    run("bash", *again, "--choose", "valid")
+    assert (save / "pruned.pt").stat().st_mtime_ns == stamp
+    run("bash", *again)
+    assert (save / "pruned.pt").read_bytes() == (save / "pruned.average.pt").read_bytes()
+    assert not (save / "choice.json").exists()
+    bad = run("bash", *again, "--choose", "best", check=False)
+    assert bad.returncode == 1 and "--choose takes valid or average, not 'best'" in bad.stderr
     bad = run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned",
               plain, "--save-dir", tmp_path / "ft2", "--preset", "cpu-small", "--average-last", "11",
               check=False)  # fmt: skip

@@ -1,15 +1,16 @@
 """The pruned model chosen by its validation score: the recovery (``--recovery best``) or the
-gate run (``--restarts N``) of prune-pipelined.sh, or the tuned or untuned model (tune-refit.sh).
+gate run (``--restarts N``) of prune-pipelined.sh, the tuned or untuned model (tune-refit.sh),
+or the averaged or final model of a fine-tune (finetune-pruned.sh --choose valid).
 
     python -m dsp_fairseq.recipes.choose_recovery --candidate reconstruct=DIR/score.json \\
-        --candidate none=DIR/score.json [--output RECOVERY.json] [--kind recovery|restarts|tuning]
+        --candidate none=DIR/score.json [--output RECOVERY.json] [--kind recovery|restarts|tuning|finetune]
 
 Each candidate is a name and the ``score.json`` that ``evaluate.sh --subset valid``
 wrote for its model. Prints the name of the candidate with the highest sacreBLEU (ties:
 the first listed) and, with ``--output``, writes (atomically) ``{"recovery": "best",
 "chosen": NAME, "valid_sacrebleu": {NAME: BLEU, ...}, "valid_sacrebleu_chosen": BLEU}``
 (with ``--kind restarts``: ``"restarts": N`` in place of ``"recovery": "best"``; with ``--kind
-tuning``: ``"tuning": "best"``).
+tuning``: ``"tuning": "best"``; with ``--kind finetune``: ``"finetune": "best"``).
 Only validation scores are meant to be given: the test set must never choose.
 """
 
@@ -53,9 +54,9 @@ def main(argv=None) -> int:
     parser.add_argument("--candidate", action="append", required=True, metavar="NAME=SCORE.json")
     parser.add_argument("--output", help="write the choice and the scores here (JSON)")
     parser.add_argument(
-        "--kind", choices=("recovery", "restarts", "tuning"), default="recovery",
-        help="what the candidates are: recoveries of one model, gate runs (restarts), or a "
-        "model and its tuned refit (tuning)",
+        "--kind", choices=("recovery", "restarts", "tuning", "finetune"), default="recovery",
+        help="what the candidates are: recoveries of one model, gate runs (restarts), a "
+        "model and its tuned refit (tuning), or a fine-tune's averaged and final models",
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:
@@ -70,6 +71,7 @@ def main(argv=None) -> int:
             "recovery": {"recovery": "best"},
             "restarts": {"restarts": len(scores)},
             "tuning": {"tuning": "best"},
+            "finetune": {"finetune": "best"},
         }[args.kind]
         doc = {
             **head,

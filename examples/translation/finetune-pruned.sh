@@ -5,7 +5,8 @@
 #
 #   finetune-pruned.sh --data DIR --pruned PRUNED.pt --save-dir DIR [--max-update N]
 #                      [--preset iwslt|cpu-small] [--seed S] [--teacher BASE.pt]
-#                      [--dropout P] [--average-last N] [--train-args "ARGS"]
+#                      [--dropout P] [--average-last N] [--choose average|valid]
+#                      [--train-args "ARGS"]
 #                      [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --pruned      a checkpoint written by dsp-strip (the removed heads stay removed, which is
@@ -27,8 +28,15 @@
 #               keeps it); default: the preset's, 3 for cpu-small (better on valid than the
 #               final model on average, bench/RESULTS.md "Averaging the last checkpoints"), 1
 #               for iwslt, not measured
-# Output: SAVE_DIR/pruned.pt, the fine-tuned model (the average of the last N checkpoints, or
-# with --average-last 1 checkpoint_best.pt, the lowest validation loss), with dsp-strip's record
+# --choose      with --average-last N > 1: average (default) keeps the average; valid decodes
+#               the validation set with the average and with the final model and keeps the
+#               better (a tie keeps the average): measured level with the average, so not the
+#               default (bench/RESULTS.md "Average or final model")
+# Output: SAVE_DIR/pruned.pt, the fine-tuned model (the average of the last N checkpoints, also
+# kept as SAVE_DIR/pruned.average.pt; with --choose valid the better on valid of it and the
+# final model, pruned.final.pt, the choice and both scores in SAVE_DIR/choice.json, the decodes
+# in valid-{average,final}/; with --average-last 1 checkpoint_best.pt, the lowest validation
+# loss), with dsp-strip's record
 # of the kept head indices, for head maps: a stripped model that fairseq-generate --user-dir
 # "$(dsp-user-dir)" and dsp-export-ct2 load; SAVE_DIR/train.log. An interrupted run resumes
 # from checkpoint_last.pt; a finished one is skipped.
@@ -36,7 +44,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" PRUNED="" SAVE="" MAX_UPDATE=270 PRESET=${PRESET:-iwslt} SEED=1 TRAIN_ARGS="" TEACHER="" DROPOUT=""
-AVERAGE_LAST=""
+AVERAGE_LAST="" CHOOSE=average
 EXTRA=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -49,6 +57,7 @@ while [[ $# -gt 0 ]]; do
     --teacher) TEACHER=$2; shift 2 ;;
     --dropout) DROPOUT=$2; shift 2 ;;
     --average-last) AVERAGE_LAST=$2; shift 2 ;;
+    --choose) CHOOSE=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
@@ -73,6 +82,9 @@ DROPOUT=${DROPOUT:-$(preset_finetune_dropout "$PRESET")}
 AVERAGE_LAST=${AVERAGE_LAST:-$(preset_finetune_average "$PRESET")}
 [[ $AVERAGE_LAST =~ ^[0-9]+$ && $AVERAGE_LAST -ge 1 && $AVERAGE_LAST -le 10 ]] ||
   die "--average-last takes a number of checkpoints from 1 to 10, not '$AVERAGE_LAST'"
+[[ $CHOOSE == valid || $CHOOSE == average ]] || die "--choose takes valid or average, not '$CHOOSE'"
+[[ $CHOOSE == average || $AVERAGE_LAST == 1 ]] ||
+  need_file "$DATA/raw/valid.en" "--choose valid decodes the validation set; --choose average does not"
 SAVE_EVERY=()
 if (( AVERAGE_LAST > 1 )); then
   # a checkpoint every tenth of the run (fairseq writes none at an epoch's end, where
@@ -100,11 +112,32 @@ fi
 # checkpoint_best.pt (or the average of the last checkpoints) plus dsp-strip's record of the
 # original head indices kept (fairseq-train drops it; head maps need it); left alone when
 # already written
-if (( AVERAGE_LAST > 1 )); then
-  MODEL=(--average-last "$AVERAGE_LAST" --save-dir "$SAVE")
+finetuned() { python -m dsp_fairseq.recipes.finetuned_checkpoint "$@" --source "$PRUNED" \
+  || die "cannot write the fine-tuned model (see above)"; }
+if (( AVERAGE_LAST == 1 )); then
+  finetuned --best "$SAVE/checkpoint_best.pt" --output "$SAVE/pruned.pt"
 else
-  MODEL=(--best "$SAVE/checkpoint_best.pt")
+  finetuned --average-last "$AVERAGE_LAST" --save-dir "$SAVE" --output "$SAVE/pruned.average.pt"
+  chosen=average
+  if [[ $CHOOSE == valid ]]; then
+    finetuned --best "$SAVE/checkpoint_last.pt" --output "$SAVE/pruned.final.pt"
+    for cand in average final; do
+      bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$SAVE/pruned.$cand.pt" \
+        --out "$SAVE/valid-$cand" --subset valid
+    done
+    # the average first: a tie keeps it
+    chosen=$(python -m dsp_fairseq.recipes.choose_recovery --kind finetune --output "$SAVE/choice.json" \
+      --candidate average="$SAVE/valid-average/score.json" --candidate final="$SAVE/valid-final/score.json") \
+      || die "cannot compare the two models' validation scores (see above)"
+    say "fine-tuned model: the better on valid of the average of the last $AVERAGE_LAST checkpoints and the final model -> $chosen (valid sacreBLEU: average $(score_of "$SAVE/valid-average"), final $(score_of "$SAVE/valid-final"))"
+  else
+    rm -f "$SAVE/choice.json"
+  fi
+  # rewritten only when it changes (a rerun, or another --choose), so that scores of
+  # SAVE_DIR/pruned.pt stay up to date
+  if [[ ! -f $SAVE/pruned.pt ]] || ! cmp -s "$SAVE/pruned.$chosen.pt" "$SAVE/pruned.pt"; then
+    cp "$SAVE/pruned.$chosen.pt" "$SAVE/pruned.pt.tmp"
+    mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
+  fi
 fi
-python -m dsp_fairseq.recipes.finetuned_checkpoint "${MODEL[@]}" \
-  --source "$PRUNED" --output "$SAVE/pruned.pt" || die "cannot write $SAVE/pruned.pt (see above)"
 echo "done: $SAVE/pruned.pt"
