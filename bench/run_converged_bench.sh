@@ -729,6 +729,11 @@ done
 timed importance-tuned-ft-k36-s3 ft_importance_tuned 36 3
 for seed in 2 3; do timed "importance-tuned-ft-k9-s$seed" ft_importance_tuned 9 "$seed"; done
 for seed in 1 2 3; do timed "tuned-default-ft-k18-s$seed-f3" ft_tuned_default 18 "$seed" 3; done
+# and importance's K = 36 command remade for tuning seeds 1 and 2 (stage 6v's), to fine-tune them
+for seed in 1 2; do
+  timed "importance-tuned-k36-s$seed" importance_tuned 36 "$seed"
+  timed "importance-tuned-ft-k36-s$seed" ft_importance_tuned 36 "$seed"
+done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
