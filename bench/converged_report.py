@@ -816,6 +816,9 @@ def splice(path: str, parts: dict) -> None:
 
 BASELINES = ("importance", "importance-iter", "hard-concrete", "ste", "random", "fairseq-removal")
 NAMES = {18: "H/4", 36: "H/2", 9: "H/8"}
+# issue 17's limits, BLEU below unpruned by K: without weight training, and after the fine-tune
+RETRAINING_FREE_LIMITS = {36: 2.0, 18: 6.0}
+FINETUNE_LIMITS = {36: 0.3, 18: 1.0, 9: 2.5}
 
 
 REC_BASELINES = tuple(f"{b}+rec" for b in BASELINES)
@@ -936,72 +939,72 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         "| goal (issue 17: with recovery) | measured | met |",
         "|---|---|---|",
         "| retraining-free: DSP (default gates) + reconstruct within 2.0 BLEU of unpruned at "
-        "H/2, 6.0 at H/4 | " + within(default + "+rec", {36: 2.0, 18: 6.0}),
+        "H/2, 6.0 at H/4 | " + within(default + "+rec", RETRAINING_FREE_LIMITS),
         "| retraining-free with the recipes' default recovery: DSP (default gates, best on valid "
         "of the gate run's own output layers, which the gate run trains, or the refit) within "
         "2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
-        + within(default + "+best", {36: 2.0, 18: 6.0}),
+        + within(default + "+best", RETRAINING_FREE_LIMITS),
         "| the BLEU part of retraining-free with the recipes' default since session 23, the one "
         "command's tuned refit (it trains out_proj and fc2 for one epoch after the gate run, as "
         "the gate run does, over the goal's 10 minutes): DSP (default gates) within 2.0 BLEU of "
-        "unpruned at H/2, 6.0 at H/4 | " + within(TUNED_DEFAULT, {36: 2.0, 18: 6.0}),
+        "unpruned at H/2, 6.0 at H/4 | " + within(TUNED_DEFAULT, RETRAINING_FREE_LIMITS),
         "| the one command, DSP (default gates + tuned refit), at least as good as head "
         "importance's (reconstruct + the same tuned refit) | "
         + versus(TUNED_DEFAULT, (TUNED_IMP,)),
         "| retraining-free with layer distillation in the gate run (session 16, an option: "
         '`--train-args "--distill-hidden-weight 1"`, best on valid of its own output layers '
         "or the refit): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
-        + within(LAYER_GATES_BEST, {36: 2.0, 18: 6.0}),
+        + within(LAYER_GATES_BEST, RETRAINING_FREE_LIMITS),
         "| retraining-free with layer distillation and the best of 2 gate runs on valid "
         '(session 17: `--restarts 2 --train-args "--distill-hidden-weight 1"`, twice the gate '
         "training): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
-        + within(LAYER_GATES_RESTARTS, {36: 2.0, 18: 6.0}),
+        + within(LAYER_GATES_RESTARTS, RETRAINING_FREE_LIMITS),
         "| retraining-free with layer distillation and a gate run of two epochs (session 19: "
         '`--train-args "--distill-hidden-weight 1 --max-epoch 2"`, one run, the gate training '
         "of 2 restarts): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
-        + within(TWO_EPOCHS_BEST, {36: 2.0, 18: 6.0}),
+        + within(TWO_EPOCHS_BEST, RETRAINING_FREE_LIMITS),
         "| retraining-free with layer distillation, two-epoch gate runs and the best of 2 on "
         "valid (`--restarts 2`, four times the gate training): DSP within 2.0 BLEU of unpruned "
-        "at H/2, 6.0 at H/4 | " + within(TWO_EPOCHS_RESTARTS, {36: 2.0, 18: 6.0}),
+        "at H/2, 6.0 at H/4 | " + within(TWO_EPOCHS_RESTARTS, RETRAINING_FREE_LIMITS),
         "| retraining-free: DSP (plain gates) + reconstruct within 2.0 BLEU of unpruned at H/2, "
-        "6.0 at H/4 | " + within("dsp+rec", {36: 2.0, 18: 6.0}),
+        "6.0 at H/4 | " + within("dsp+rec", RETRAINING_FREE_LIMITS),
         "| retraining-free: `dsp-pick-k --tolerance 0.5` removes at least a third of the heads | "
         + pick_goal(),
         "| retraining-free, the BLEU part only, with the tuned refit (sessions 20-21: "
         '`--recovery tuned --train-args "--distill-hidden-weight 1"`; the tuning trains out_proj '
         "and fc2 for one epoch, as the gate run does, and doubles the time, over the goal's 10 "
         "minutes): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
-        + within(TUNED_GATES, {36: 2.0, 18: 6.0}),
+        + within(TUNED_GATES, RETRAINING_FREE_LIMITS),
         "| with the tuned refit (the BLEU part only, as above): `dsp-pick-k --tolerance 0.5 "
         "--recovery tuned` removes at least a third of the heads | " + pick_goal(tuned_pick),
         "| distilled fine-tune: DSP + reconstruct + KD within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within("dsp+rec+kd", {36: 0.3, 18: 1.0, 9: 2.5}),
+        + within("dsp+rec+kd", FINETUNE_LIMITS),
         "| 270-update fine-tune (the recipes' default until session 14: labels, dropout 0.2): DSP "
         "(default gates, default recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at "
-        "H/4, 2.5 at H/8 | " + within(default + "+best+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
+        "H/4, 2.5 at H/8 | " + within(default + "+best+ft", FINETUNE_LIMITS),
         "| 270-update fine-tune (session 14's default: labels, dropout 0.1, final model): DSP "
         "(default gates, default recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at "
-        "H/4, 2.5 at H/8 | " + within(FT_DEFAULT_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "H/4, 2.5 at H/8 | " + within(FT_DEFAULT_METHOD, FINETUNE_LIMITS),
         "| 270-update fine-tune (the recipes' default since session 15: labels, dropout 0.1, "
         f"average of the last {DEFAULT_AVERAGE} checkpoints): DSP (default gates, default "
         "recovery: best on valid) + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within(FT_AVG_METHOD, {36: 0.3, 18: 1.0, 9: 2.5}),
+        + within(FT_AVG_METHOD, FINETUNE_LIMITS),
         "| 270-update fine-tune (the recipe's, dropout 0.1, average of the last "
         f"{DEFAULT_AVERAGE}) of the gates with layer distillation (one fine-tune of each gate "
         "seed's model, seeds 1-3): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within(LAYER_GATES_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
+        + within(LAYER_GATES_FT, FINETUNE_LIMITS),
         "| 270-update fine-tune (the recipe's) of the best of 2 gate runs with layer "
         "distillation (`--restarts 2`): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at "
-        "H/8 | " + within(LAYER_GATES_RESTARTS_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "H/8 | " + within(LAYER_GATES_RESTARTS_FT, FINETUNE_LIMITS),
         "| 270-update fine-tune (the recipe's) of the best of 2 two-epoch gate runs with layer "
         "distillation: DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within(TWO_EPOCHS_RESTARTS_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
+        + within(TWO_EPOCHS_RESTARTS_FT, FINETUNE_LIMITS),
         "| 270-update fine-tune from the gates' own start (the README's fine-tune path for K = 36 "
         "in sessions 10-13; dropout 0.2): DSP "
         "(KL + out_proj,fc2 gates, own start: `--gate-init none --recovery reconstruct`) + "
         "reconstruct + fine-tune within 0.3 "
         "at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within(f"{PLAIN_START_GATES}:dsp+rec+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
+        + within(f"{PLAIN_START_GATES}:dsp+rec+ft", FINETUNE_LIMITS),
         "| DSP (default gates, default recovery: best on valid) at least as good as every "
         "baseline + reconstruct | " + versus(default + "+best", REC_BASELINES),
         "| DSP (gates with layer distillation, best on valid) at least as good as every "
@@ -1014,11 +1017,10 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         "+ reconstruct + the same tuned refit | " + versus(TUNED_GATES, (TUNED_IMP,)),
         "| 270-update fine-tune (the recipe's) of the one command's model since session 23 "
         "(default gates, tuned refit): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at "
-        "H/8 | " + within(TUNED_DEFAULT_FT, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "H/8 | " + within(TUNED_DEFAULT_FT, FINETUNE_LIMITS),
         "| the same with `--choose valid` (session 25: the better on valid of the average of the "
         f"last {DEFAULT_AVERAGE} checkpoints and the final model): DSP + fine-tune within 0.3 at "
-        "H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within(TUNED_DEFAULT_FT_VALID, {36: 0.3, 18: 1.0, 9: 2.5}),
+        "H/2, 1.0 at H/4, 2.5 at H/8 | " + within(TUNED_DEFAULT_FT_VALID, FINETUNE_LIMITS),
         "| the one command + the recipe's fine-tune: DSP at least as good as head importance's "
         "one command (reconstruct + tuned refit) + the same fine-tune | "
         + versus(TUNED_DEFAULT_FT, (TUNED_IMP_FT,)),
@@ -1050,7 +1052,7 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         "| no fine-tune: DSP within 1.0 BLEU of unpruned at H/2, 2.5 at H/4 | "
         + within("dsp", {36: 1.0, 18: 2.5}),
         "| fine-tuned: DSP within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within("dsp+ft", {36: 0.3, 18: 1.0, 9: 2.5}),
+        + within("dsp+ft", FINETUNE_LIMITS),
         "| no fine-tune: DSP at least as good as the best baseline at each K | "
         + versus("dsp", BASELINES),
         "| fine-tuned: DSP + ft at least as good as the best fine-tuned baseline | "
