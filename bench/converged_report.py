@@ -22,6 +22,8 @@ import re
 import statistics
 import sys
 
+from finetune_budget import BUDGET_FILE, budget_lines, budget_runs
+
 LABELS = {
     "dsp": "pipelined DSP, plain gates (labels, frozen model)",
     "dsp-ref": "pipelined DSP, reference schedule",
@@ -227,6 +229,14 @@ LABELS[TUNED_DEFAULT_FT_VALID] = LABELS[TUNED_DEFAULT] + _VALID_CHOICE
 _TUNED_IMP_ONE_COMMAND = "head importance's one command: one-shot + reconstruct" + _TUNED
 LABELS[TUNED_IMP_FT] = _TUNED_IMP_ONE_COMMAND + _AT_DEFAULT
 LABELS[TUNED_IMP_FT_VALID] = _TUNED_IMP_ONE_COMMAND + _VALID_CHOICE
+# stage 6ab (session 26, bench/finetune_budget.py): those fine-tunes (fine-tune seed 1) trained
+# on to N updates, lines "ft-kK-sG-uN" of finetune-budget.txt
+LONGER_UPDATES = (540, 810, 1080)
+TUNED_DEFAULT_FT_LONGER = {n: f"{TUNED_DEFAULT_FT},u{n}" for n in LONGER_UPDATES}
+for _n, _method in TUNED_DEFAULT_FT_LONGER.items():
+    LABELS[_method] = (
+        LABELS[TUNED_DEFAULT_FT] + f", trained on to {_n} updates (`--max-update {_n}`)"
+    )
 
 
 def gate_layer_seeds(path: str, tag: str = "") -> dict:
@@ -589,6 +599,7 @@ def main() -> int:
     tuned_ft_lines = fine_tune_lines(tuned_default_file)
     dsp_tuned_ft = tuned_finetunes(tuned_ft_lines, "k")
     imp_tuned_ft = tuned_finetunes(tuned_ft_lines, "imp")
+    budget = budget_runs(tuned_ft_lines, fine_tune_lines(os.path.join(args.dir, BUDGET_FILE)))
     imp_tuned = tuned_runs(tuned_file, "tuned-imp", imp_starts)
     # more tuning seeds of the same starts; a seed tuned-refit.txt has is the same run again
     # (stage 6aa remade importance's K = 18 models to fine-tune them): read once
@@ -638,8 +649,17 @@ def main() -> int:
             TUNED_IMP_FT_VALID,
             {k: [chosen_on_valid(r) for _, r in v] for k, v in imp_tuned_ft.items()},
         ),
+        *(
+            (
+                method,
+                {k: [b[n] for _, b in sorted(st.items()) if n in b] for k, st in budget.items()},
+            )
+            for n, method in TUNED_DEFAULT_FT_LONGER.items()
+        ),
     ):
         for k, runs in ft_runs.items():  # the first run is the cell, the others its spread
+            if not runs:
+                continue
             cells[(method, k)] = runs[0]
             if len(runs) > 1:
                 seeds[(method, k)] = [t for t, _ in runs[1:]]
@@ -705,6 +725,10 @@ def main() -> int:
     parts = {f"{args.marker}-table": "\n".join(out), f"{args.marker}-goals": "\n".join(goals)}
     if args.marker == "recovery" and choice:  # the study of finetune-pruned.sh --choose
         parts["recovery-choice"] = "\n".join(choice)
+    if args.marker == "recovery" and budget:  # the study of the fine-tune's length
+        parts["finetune-budget"] = "\n".join(
+            budget_lines(budget, float(base["sacrebleu"]), FINETUNE_LIMITS)
+        )
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(defaults_lines(cells, seeds, base))
@@ -1021,6 +1045,9 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         "| the same with `--choose valid` (session 25: the better on valid of the average of the "
         f"last {DEFAULT_AVERAGE} checkpoints and the final model): DSP + fine-tune within 0.3 at "
         "H/2, 1.0 at H/4, 2.5 at H/8 | " + within(TUNED_DEFAULT_FT_VALID, FINETUNE_LIMITS),
+        "| not the goal's budget: the same fine-tune trained on to 1080 updates (`--max-update "
+        "1080`, four times as long, stage 6ab): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, "
+        "2.5 at H/8 | " + within(TUNED_DEFAULT_FT_LONGER[1080], FINETUNE_LIMITS),
         "| the one command + the recipe's fine-tune: DSP at least as good as head importance's "
         "one command (reconstruct + tuned refit) + the same fine-tune | "
         + versus(TUNED_DEFAULT_FT, (TUNED_IMP_FT,)),

@@ -735,6 +735,37 @@ for seed in 1 2; do
   timed "importance-tuned-ft-k36-s$seed" ft_importance_tuned 36 "$seed"
 done
 
+# 6ab. session 26: how many updates the fine-tune needs. The recipe's fine-tune of the one
+# command's models (fine-tune seed 1: the 270-update runs above) trained on to 540, 810 and
+# 1080 updates, each budget in its own folder ft-kK[-sG]-uB copied from the one before:
+# finetune-pruned.sh rerun with a larger --max-update trains on from checkpoint_last.pt, the
+# same model as one run that long (constant learning rate; tests/test_recovery_end_to_end.py
+# checks it), so a budget costs only its extra updates. Lines "ft-kK-sG-uB" in finetune-budget.txt
+ft_budget() {  # ft_budget K GATESEED UPDATES FROM: FROM's fine-tune trained on to UPDATES
+  local dir=k$1
+  [[ $2 == 1 ]] || dir=k$1-s$2
+  local from=$WORK/tuned-default/ft-$dir save=$WORK/tuned-default/ft-$dir-u$3 out=$OUT/finetune-budget.txt
+  [[ $4 == 270 ]] || from=$from-u$4
+  if [[ ! -d $save ]]; then
+    rm -rf "$save.tmp" && mkdir -p "$save.tmp"
+    cp -p "$from"/checkpoint_*.pt "$from"/model.args "$from"/train.log "$from"/.done "$save.tmp"/
+    mv "$save.tmp" "$save"
+  fi
+  bash "$ROOT/bench/finetune_and_score.sh" "ft-k$1-s$2-u$3" "$save" "$DATA" --data "$DATA" \
+    --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed 1 --max-update "$3"
+  touch "$out" && grep -q "^ft-k$1-s$2-u$3:" "$out" || cat "$save/summary.line" >> "$out"
+}
+for start in "18 1" "9 2" "18 2" "9 3" "18 3" "36 2" "36 3"; do
+  read -r k seed <<< "$start"
+  [[ -f $WORK/tuned-default/ft-k$k$([[ $seed == 1 ]] || echo "-s$seed")/.done ]] \
+    || timed "tuned-default-ft-k$k-s$seed" ft_tuned_default "$k" "$seed"
+  prev=270
+  for updates in 540 810 1080; do
+    timed "finetune-budget-k$k-s$seed-u$updates" ft_budget "$k" "$seed" "$updates" "$prev"
+    prev=$updates
+  done
+done
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)

@@ -750,3 +750,51 @@ def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
     assert "means of 2 and 1 runs, largest range 0.80: inside it" in goal and goal.endswith(
         "| met |"
     )
+
+
+def test_finetune_budget_table_plot_and_goal(tmp_path):
+    """finetune-budget.txt's "ft-kK-sG-uN" lines continue tuned-default.txt's 270-update
+    fine-tunes "ft-kK-sG" (fine-tune seed 1): a row per start, the means over the starts
+    measured at every budget, the first budget within the goal's limit, a figure, and the
+    goals table's row for 1080 updates."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    (tmp_path / "tuned-default.txt").write_text(
+        "ft-k18-s1: best test 39.0 valid 39.5; last test 39.4 valid 39.3; valid loss 3.9\n"
+        "ft-k18-s2: best test 39.2 valid 39.6; last test 39.4 valid 39.3; valid loss 3.9\n"
+        "ft-k18-s1-f2: best test 30.0 valid 30.0; last test 30.0 valid 30.0; valid loss 3.9\n"
+        "ft-k9-s3: best test 35.0 valid 35.0; last test 35.0 valid 35.0; valid loss 4.0\n"
+    )
+    (tmp_path / "finetune-budget.txt").write_text(
+        "ft-k18-s1-u540: best test 39.2 valid 39.7; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-k18-s1-u1080: best test 39.6 valid 40.0; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-k18-s2-u540: best test 39.6 valid 39.9; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-k18-s2-u1080: best test 40.0 valid 40.1; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-k9-s3-u540: best test 36.0 valid 36.0; last test 36.0 valid 36.0; valid loss 4.0\n"
+    )
+    out = subprocess.run(
+        [sys.executable, ROOT / "bench/finetune_budget.py", "--dir", tmp_path, "--plot",
+         tmp_path / "budget.png"], capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = out.stdout.splitlines()
+    assert lines[0] == "| K | gate seed | 270 updates | 540 updates | 1080 updates |"
+    assert "| 18 | 1 | 39.00 (39.50) | 39.20 (39.70) | 39.60 (40.00) |" in lines
+    assert "| 9 | 3 (unfinished: not in the means) | 35.00 (35.00) | 36.00 (36.00) |  |" in lines
+    # K = 18: 39.1 (1.23 below), 39.4 (0.93: within the 1.0), 39.8; K = 9 has no complete start
+    assert ("| 18 | 1.0 | 39.10 (39.00-39.20, 2), 1.23 | 39.40 (39.20-39.60, 2), 0.93 | "
+            "39.80 (39.60-40.00, 2), 0.53 | 540 updates |") in lines  # fmt: skip
+    assert not any(line.startswith("| 9 | 2.5 |") for line in lines)
+    for ext in ("png", "svg"):
+        assert (tmp_path / f"budget.{ext}").stat().st_size > 1000
+    goals = report_text(tmp_path).splitlines()
+    goal = next(line for line in goals if line.startswith("| not the goal's budget"))
+    assert "H/4: 39.80 (mean of 2), 0.53 below (limit 1.0)" in goal and "H/8: not run" in goal
+    doc = tmp_path / "RESULTS.md"
+    doc.write_text("a\n<!-- finetune-budget -->\nold\n<!-- /finetune-budget -->\nb\n")
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
+         "recovery", "--splice", doc], check=True, capture_output=True,
+    )  # fmt: skip
+    text = doc.read_text()
+    assert (
+        "old" not in text and "| 18 | 2 | 39.20 (39.60) | 39.60 (39.90) | 40.00 (40.10) |" in text
+    )

@@ -61,3 +61,17 @@ def test_last_checkpoints_are_the_newest_intervals_before_checkpoint_last(tmp_pa
         last_checkpoints(str(tmp_path), 6)
     with pytest.raises(CheckpointError, match="positive"):
         last_checkpoints(str(tmp_path), 0)
+
+
+def test_average_keeps_tied_weights_one_tensor():
+    # --share-all-embeddings: encoder, decoder and output embeddings are one tensor
+    shared_a, shared_b = torch.tensor([1.0, 3.0]), torch.tensor([3.0, 5.0])
+    a = state(1, enc=shared_a, dec=shared_a, w=torch.zeros(1))
+    b = state(2, enc=shared_b, dec=shared_b, w=torch.ones(1))
+    out = average_models([a, b])["model"]
+    assert torch.equal(out["enc"], torch.tensor([2.0, 4.0])) and out["dec"] is out["enc"]
+    assert out["w"].item() == 0.5
+    # tied in one checkpoint only: averaged apart
+    c = state(2, enc=shared_b, dec=shared_b.clone(), w=torch.ones(1))
+    out = average_models([a, c])["model"]
+    assert out["dec"] is not out["enc"] and torch.equal(out["dec"], out["enc"])

@@ -570,6 +570,39 @@ def test_sweep_rerun_skips_finished_rows(sweep, multi30k_slice):
     assert (work / "sweep/plots/sweep.png").stat().st_mtime_ns == plot
 
 
+def test_evaluate_decodes_again_when_the_call_changes(sweep, tmp_path):
+    """evaluate.sh reuses a score only when the same checkpoint (by its real path, not older
+    than the score) was decoded with the same subset, beam and --gen-args."""
+    work, _ = sweep
+    ckpt, other = (work / f"sweep/runs/dsp-k{k}/pruned.pt" for k in KS)
+    out = tmp_path / "eval"
+
+    def evaluate(checkpoint, *args):
+        return run("bash", RECIPES / "evaluate.sh", "--data", work / "data", "--checkpoint",
+                   checkpoint, "--out", out, "--gen-args", GEN, *args).stdout  # fmt: skip
+
+    assert "translate test" in evaluate(ckpt)
+    assert "up to date" in evaluate(ckpt)
+    assert "translate test" in evaluate(ckpt, "--beam", "1")  # another beam
+    assert "up to date" in evaluate(ckpt, "--beam", "1")
+    link = tmp_path / "link.pt"
+    link.symlink_to(ckpt)
+    assert "up to date" in evaluate(link, "--beam", "1")  # the same model
+    assert "translate test" in evaluate(other, "--beam", "1")  # older than the score, not its model
+    assert json.loads((out / "score.json").read_text())["checkpoint"] == str(other)
+    assert "translate valid" in evaluate(other, "--beam", "1", "--subset", "valid")
+    # a score from before decode.args existed: reused for its own checkpoint only
+    (out / "decode.args").unlink()
+    assert "up to date" in evaluate(other, "--beam", "1")
+    assert not (out / "decode.args").exists()  # its settings are not known
+    assert "translate test" in evaluate(ckpt)
+    assert (out / "decode.args").read_text().splitlines()[1:] == [
+        "subset test",
+        "beam 5",
+        f"gen-args {GEN}",
+    ]
+
+
 def test_recipes_fail_clearly_on_missing_inputs(tmp_path, sweep):
     work, _ = sweep
     data = work / "data"

@@ -44,8 +44,8 @@ def baseline(tmp_path_factory):
 
 
 def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_path):
-    """The default recovery adds METHOD+rec (dsp-reconstruct) after every selection method;
-    METHOD+tuned is the tuned refit (tune-refit.sh); METHOD+ft fine-tunes METHOD's stripped model with its heads fixed (here after +rec:
+    """--recovery tuned adds METHOD+rec (dsp-reconstruct) and METHOD+rec+tuned (the tuned
+    refit, tune-refit.sh) after every selection method; METHOD+ft fine-tunes METHOD's stripped model with its heads fixed (here after +rec:
     suffixes chain); --valid adds the validation BLEU; the fine-tuned checkpoint loads in
     fairseq-generate. (+kd, the same recipe with --teacher: test_recovery_end_to_end.py.)"""
     import torch
@@ -58,15 +58,15 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     proc = run(
         "bash", RECIPES / "sweep.sh", "--data", work / "data",
         "--base", work / "baseline/checkpoint_best.pt", "--out", out, "--preset", "cpu-small",
-        "--methods", "random,random+best,random+rec+ft,random+rec+tuned", "--ks", "12",
-        "--finetune-updates", "6",
+        "--methods", "random,random+best,random+rec+ft", "--ks", "12",
+        "--finetune-updates", "6", "--recovery", "tuned",
         "--valid",
         "--train-args", TRAIN, "--gen-args", GEN, "--no-plots",
     )  # fmt: skip
     assert "fine-tune" in proc.stdout and "6 updates" in proc.stdout
     rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
-    # the default --recovery reconstruct adds random+rec after random; suffixes chain
-    # (+rec+ft starts from +rec)
+    # --recovery tuned adds random+rec and random+rec+tuned after random (the default,
+    # reconstruct, random+rec only); suffixes chain (+rec+ft starts from +rec)
     assert sorted(rows) == ["random", "random+best", "random+rec", "random+rec+ft",
                             "random+rec+tuned"]  # fmt: skip
     assert (out / "runs/random+rec-k12/eval-valid/score.json").stat().st_mtime <= (
@@ -147,6 +147,16 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
         no_valid.returncode == 1 and "chooses on the validation set: add --valid" in no_valid.stderr
     )
     assert not (tmp_path / "sw3").exists()
+    bad = run(
+        "bash", RECIPES / "sweep.sh", "--data", work / "data",
+        "--base", work / "baseline/checkpoint_best.pt", "--out", tmp_path / "sw4",
+        "--methods", "random", "--ks", "12", "--recovery", "retrained", check=False,
+    )  # fmt: skip
+    assert (
+        bad.returncode == 1
+        and "--recovery must be reconstruct, tuned or none, not 'retrained'" in bad.stderr
+    )
+    assert not (tmp_path / "sw4").exists()
 
 
 def test_smallest_passing_bisects_the_candidates():

@@ -150,6 +150,11 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     models = [load_checkpoint(str(p))["model"] for p in older] + [final["model"]]
     averaged = load_checkpoint(str(save / "pruned.average.pt"))
     assert "dsp_kept_heads" in averaged
+    # the model only: no optimizer state, so a smaller file than fairseq's checkpoint
+    assert "last_optimizer_state" not in averaged and "last_optimizer_state" in final
+    assert (save / "pruned.average.pt").stat().st_size < (
+        save / "checkpoint_last.pt"
+    ).stat().st_size
     moved = 0
     for name, tensor in averaged["model"].items():
         if tensor.is_floating_point():
@@ -189,3 +194,37 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
         bad.returncode == 1
         and "--average-last takes a number of checkpoints from 1 to 10" in bad.stderr
     )
+
+
+def test_finetune_trains_on_to_a_larger_max_update(corpus, base, tmp_path):
+    """A finished fine-tune rerun with a larger --max-update trains on from checkpoint_last.pt
+    and gives the model of one run of that length (constant learning rate); a smaller one is
+    refused and changes nothing."""
+    plain = tmp_path / "plain.pt"
+    cli_ok(strip_cli.main, "--input", base, "--output", plain, "--random", "--heads-to-keep", "12")
+    recipe = [ROOT / "examples/translation/finetune-pruned.sh", "--data", corpus.parent, "--pruned",
+              plain, "--preset", "cpu-small", "--train-args", "--max-tokens 1000 --num-workers 0"]  # fmt: skip
+    once, twice = tmp_path / "once", tmp_path / "twice"
+    run("bash", *recipe, "--save-dir", once, "--max-update", "6", timeout=900)
+    run("bash", *recipe, "--save-dir", twice, "--max-update", "3", timeout=900)
+    first = load_checkpoint(str(twice / "pruned.pt"))["model"]
+    out = run("bash", *recipe, "--save-dir", twice, "--max-update", "6", timeout=900).stdout
+    assert "fine-tuned for 3 updates; training on to 6" in out and "resuming from" in out
+    assert (
+        load_checkpoint(str(twice / "checkpoint_last.pt"))["optimizer_history"][-1]["num_updates"]
+        == 6
+    )
+    a, b = (load_checkpoint(str(d / "pruned.pt")) for d in (once, twice))
+    assert b["dsp_kept_heads"] == a["dsp_kept_heads"]
+    assert a["model"].keys() == b["model"].keys()
+    for name, tensor in a["model"].items():
+        torch.testing.assert_close(b["model"][name], tensor, rtol=1e-5, atol=1e-6)
+    assert any(not torch.equal(first[n], t) for n, t in b["model"].items())  # it did train on
+    stamp = (twice / "pruned.pt").stat().st_mtime_ns
+    bad = run("bash", *recipe, "--save-dir", twice, "--max-update", "4", check=False)
+    assert bad.returncode == 1
+    assert "holds a fine-tune of 6 updates, more than --max-update 4" in bad.stderr
+    assert (twice / "pruned.pt").stat().st_mtime_ns == stamp and (twice / ".done").exists()
+    # the same length again: skipped
+    again = run("bash", *recipe, "--save-dir", twice, "--max-update", "6").stdout
+    assert "training on" not in again and (twice / "pruned.pt").stat().st_mtime_ns == stamp

@@ -5,12 +5,15 @@ checkpoints) with the kept-head record.
         --output OUT.pt
     python -m dsp_fairseq.recipes.finetuned_checkpoint --average-last N --save-dir DIR \
         --source PRUNED.pt --output OUT.pt
+    python -m dsp_fairseq.recipes.finetuned_checkpoint --updates CHECKPOINT.pt  # its update count
 
 fairseq-train saves only its own keys, so a fine-tuned stripped model loses ``dsp-strip``'s
 record of which original heads it kept (``dsp_kept_heads``), which head maps
 (``dsp-plot-heads``, the sweep's plots) and provenance need. The record is copied from the
 stripped model the fine-tune started from, after checking that both models have the same heads
-per attention. The output is written atomically; an output that already carries the record
+per attention. The optimizer's state is left out (the model is for decoding and further
+fine-tuning, which restarts the optimizer) and tied weights stay one tensor, so the file holds
+the model once. The output is written atomically; an output that already carries the record
 and is newer than its inputs is left alone, so reruns do not touch it.
 
 ``--average-last N`` averages the parameters of a fine-tune's final model
@@ -76,9 +79,14 @@ def average_models(states: Sequence[dict]) -> dict:
                     f"{name}: shape {tuple(tensor.shape)} in checkpoint {i}, "
                     f"{tuple(first[name].shape)} in checkpoint 1: not the same model"
                 )
+    ties = [tied_to(model) for model in models]
     averaged = {}
     for name, tensor in first.items():
-        if tensor.is_floating_point():
+        source = ties[0][name]
+        if source != name and all(tie[name] == source for tie in ties):
+            # a tied weight (shared embeddings): one tensor, saved once, as fairseq saves it
+            averaged[name] = averaged[source]
+        elif tensor.is_floating_point():
             total = sum(model[name].double() for model in models)
             averaged[name] = (total / len(models)).to(tensor.dtype)
         else:
@@ -88,6 +96,30 @@ def average_models(states: Sequence[dict]) -> dict:
                 )
             averaged[name] = tensor.clone()
     return {**states[-1], "model": averaged}
+
+
+def tied_to(model: Dict[str, torch.Tensor]) -> Dict[str, str]:
+    """Each parameter's name mapped to the first name that is the same tensor (the same
+    storage, offset, shape and strides: weights tied by ``--share-all-embeddings``), or to
+    itself."""
+    first: Dict[tuple, str] = {}
+    ties = {}
+    for name, tensor in model.items():
+        key = (
+            tensor.untyped_storage().data_ptr(),
+            tensor.storage_offset(),
+            tuple(tensor.shape),
+            tensor.stride(),
+        )
+        ties[name] = first.setdefault(key, name)
+    return ties
+
+
+def deployable(state: dict) -> dict:
+    """STATE without the optimizer's moments: the fine-tuned model is for decoding and for
+    further fine-tuning, which restarts the optimizer (as dsp-strip's output does); they
+    would make the file about three times larger."""
+    return {k: v for k, v in state.items() if k != "last_optimizer_state"}
 
 
 def num_updates(state: dict) -> int:
@@ -133,13 +165,23 @@ def main(argv=None) -> int:
         metavar="N",
         help="average checkpoint_last.pt of --save-dir with the N - 1 interval checkpoints before it",
     )
+    inputs.add_argument(
+        "--updates",
+        metavar="CHECKPOINT",
+        help="print the number of updates a fairseq-train checkpoint was saved at, and stop",
+    )
     parser.add_argument("--save-dir", help="the fine-tune's folder (with --average-last)")
-    parser.add_argument("--source", required=True, help="the dsp-strip output it started from")
-    parser.add_argument("--output", required=True, help="where to write the fine-tuned model")
+    parser.add_argument("--source", help="the dsp-strip output it started from")
+    parser.add_argument("--output", help="where to write the fine-tuned model")
     args = parser.parse_args(argv)
+    if args.updates is None and not (args.source and args.output):
+        parser.error("--best and --average-last need --source and --output")
     if args.average_last is not None and not args.save_dir:
         parser.error("--average-last needs --save-dir")
     try:
+        if args.updates is not None:
+            print(num_updates(load_checkpoint(args.updates)))
+            return 0
         if args.average_last is not None:
             paths = last_checkpoints(args.save_dir, args.average_last)
         else:
@@ -154,7 +196,7 @@ def main(argv=None) -> int:
                 return 0
         states = [load_checkpoint(path) for path in paths]
         fine_tuned = average_models(states) if len(states) > 1 else states[0]
-        state = with_kept_heads(fine_tuned, load_checkpoint(args.source))
+        state = with_kept_heads(deployable(fine_tuned), load_checkpoint(args.source))
         save_checkpoint_atomic(state, args.output, mode_like=paths[-1])
     except (CheckpointError, OSError) as err:
         print(f"finetuned_checkpoint: error: {err}", file=sys.stderr)

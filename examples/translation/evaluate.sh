@@ -9,7 +9,8 @@
 # --out     folder for gen.txt (fairseq-generate output), hyp.detok.en, hyp.tok.en and
 #           score.json: {"sacrebleu": ..., "tok_bleu": ..., labels, sacreBLEU signature}
 # --gen-args  more fairseq-generate arguments (e.g. --max-len-b 50 --batch-size 32 --cpu)
-# Skipped when OUT/score.json is newer than the checkpoint.
+# Skipped when OUT/score.json is newer than the checkpoint and was made by the same call
+# (checkpoint, subset, beam, --gen-args: recorded in OUT/decode.args); any change decodes again.
 # --required-batch-size-multiple 1: with fairseq's default (8) batching drops the last
 # (N mod 8) sentences of the test set (fairseq issues #5036, #5351).
 #
@@ -43,9 +44,24 @@ need_file "$DATA/raw/$SUBSET.en" "the untokenized reference"
 split_words USER_ARGS "$GEN_ARGS"
 mkdir -p "$OUT"
 
-if [[ -s $OUT/score.json && $OUT/score.json -nt $CKPT ]]; then
+# what the decode depends on besides the checkpoint's contents (its mtime covers those)
+# (the checkpoint's real path: a sweep's +best row links to the model it chose, and its copied
+# scores stay valid)
+real_path() { python -c 'import os,sys; print(os.path.realpath(sys.argv[1]))' "$1"; }
+SETTINGS=$(printf '%s\n' "checkpoint $(real_path "$CKPT")" "subset $SUBSET" "beam $BEAM" "gen-args $GEN_ARGS")
+up_to_date() {
+  [[ -s $OUT/score.json && $OUT/score.json -nt $CKPT ]] || return 1
+  if [[ -f $OUT/decode.args ]]; then
+    [[ $(< "$OUT/decode.args") == "$SETTINGS" ]]
+  else  # scored before decode.args existed: at least the same checkpoint path
+    python -c 'import json,os,sys; c = json.load(open(sys.argv[1])).get("checkpoint") or ""
+sys.exit(os.path.realpath(c) != os.path.realpath(sys.argv[2]))' "$OUT/score.json" "$CKPT"
+  fi
+}
+if up_to_date; then
   say "$OUT/score.json is up to date"
 else
+  rm -f "$OUT/decode.args"
   say "translate $SUBSET with $CKPT (beam $BEAM)"
   if ! fairseq-generate "$DATA/bin" --user-dir "$PLUGIN" --path "$CKPT" --gen-subset "$SUBSET" \
       --beam "$BEAM" --batch-size 128 --required-batch-size-multiple 1 --bpe sentencepiece \
@@ -58,6 +74,7 @@ else
   python "$ROOT/scripts/bleu_eval.py" --generate-output "$OUT/gen.txt" --data "$DATA" \
     --subset "$SUBSET" --output "$OUT/score.json" --checkpoint "$CKPT" > /dev/null \
     || die "scoring failed (see the message above)"
+  echo "$SETTINGS" > "$OUT/decode.args"
 fi
 python - "$OUT/score.json" <<'EOF'
 import json, sys

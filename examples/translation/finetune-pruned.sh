@@ -37,9 +37,10 @@
 # final model, pruned.final.pt, the choice and both scores in SAVE_DIR/choice.json, the decodes
 # in valid-{average,final}/; with --average-last 1 checkpoint_best.pt, the lowest validation
 # loss), with dsp-strip's record
-# of the kept head indices, for head maps: a stripped model that fairseq-generate --user-dir
+# of the kept head indices, for head maps, without the optimizer's state (a third of the size): a stripped model that fairseq-generate --user-dir
 # "$(dsp-user-dir)" and dsp-export-ct2 load; SAVE_DIR/train.log. An interrupted run resumes
-# from checkpoint_last.pt; a finished one is skipped.
+# from checkpoint_last.pt; a finished one is skipped, or trained on from its checkpoint_last.pt
+# when rerun with a larger --max-update (a smaller one is refused).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
@@ -95,6 +96,18 @@ fi
 split_words USER_ARGS "$TRAIN_ARGS"
 mkdir -p "$SAVE"
 
+if [[ -f $SAVE/.done ]]; then
+  # a finished fine-tune asked for more updates trains on from its checkpoint_last.pt (the
+  # same model as one run of the larger --max-update: the learning rate is constant)
+  trained=$(python -m dsp_fairseq.recipes.finetuned_checkpoint --updates "$SAVE/checkpoint_last.pt") \
+    || die "cannot read the update count of $SAVE/checkpoint_last.pt (see above)"
+  if (( trained > MAX_UPDATE )); then
+    die "$SAVE holds a fine-tune of $trained updates, more than --max-update $MAX_UPDATE: pass --max-update $trained or more to keep it (more trains it further), or another --save-dir"
+  elif (( trained < MAX_UPDATE )); then
+    say "$SAVE: fine-tuned for $trained updates; training on to $MAX_UPDATE"
+    rm "$SAVE/.done"
+  fi
+fi
 if [[ ! -f $SAVE/.done ]]; then
   python -m dsp_fairseq.recipes.pipelined_args --base "$PRUNED" --stripped-ok \
     > "$SAVE/model.args.tmp" || die "cannot fine-tune $PRUNED (see above)"
@@ -136,7 +149,8 @@ else
   # rewritten only when it changes (a rerun, or another --choose), so that scores of
   # SAVE_DIR/pruned.pt stay up to date
   if [[ ! -f $SAVE/pruned.pt ]] || ! cmp -s "$SAVE/pruned.$chosen.pt" "$SAVE/pruned.pt"; then
-    cp "$SAVE/pruned.$chosen.pt" "$SAVE/pruned.pt.tmp"
+    # a hard link where the file system allows: the same model, stored once
+    ln -f "$SAVE/pruned.$chosen.pt" "$SAVE/pruned.pt.tmp" 2>/dev/null || cp "$SAVE/pruned.$chosen.pt" "$SAVE/pruned.pt.tmp"
     mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
   fi
 fi

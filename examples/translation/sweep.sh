@@ -5,7 +5,7 @@
 #            [--preset iwslt|cpu-small] [--seed S] [--l0-penalty X] [--snapshot-interval N]
 #            [--validate-interval N] [--train-args "ARGS"] [--gate-args "ARGS"]
 #            [--joint-args "ARGS"] [--gen-args "ARGS"] [--finetune-updates N] [--valid]
-#            [--importance-args "ARGS"] [--recovery reconstruct|none]
+#            [--importance-args "ARGS"] [--recovery reconstruct|tuned|none]
 #            [--reconstruct-args "ARGS"] [--gate-objective distill|labels]
 #            [--gate-init importance|none] [--restarts N] [--restart-jobs J|auto] [--gate-epochs N]
 #            [--no-plots]
@@ -45,9 +45,12 @@
 #                                                importance+rec+tuned, dsp+best+tuned
 #              suffixes chain: dsp+rec+kd is the distilled fine-tune of dsp+rec; list a
 #              row after the row it starts from
-# --recovery reconstruct|none  reconstruct (default): every selection method listed without
-#              a suffix also gets its METHOD+rec row (the recovery the recipes apply by
-#              default); none: only the rows listed
+# --recovery reconstruct|tuned|none  reconstruct (default): every selection method listed
+#              without a suffix also gets its METHOD+rec row (the refit: no training, a
+#              minute or two per row); tuned: METHOD+rec and METHOD+rec+tuned rows (the tuned
+#              refit of prune-importance.sh's default --recovery tuned; about 6 more minutes
+#              per row on 2 cores; prune-pipelined.sh's one command is dsp+best+tuned, listed
+#              with --valid); none: only the rows listed
 # --reconstruct-args  dsp-reconstruct options for +rec rows (e.g. --calibration-batches 50)
 # --ks       comma-separated heads to keep (default 6,12,18,24,36,48)
 # --train-args  fairseq-train arguments for every training run (pipelined and joint)
@@ -137,14 +140,17 @@ R="python $ROOT/scripts/results_table.py"
 [[ $GATE_EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$GATE_EPOCHS'"
 [[ $RESTART_JOBS == auto || $RESTART_JOBS =~ ^[1-9][0-9]*$ ]] \
   || die "--restart-jobs takes a positive number or auto, not '$RESTART_JOBS'"
-[[ $RECOVERY == reconstruct || $RECOVERY == none ]] || die "--recovery must be reconstruct or none, not '$RECOVERY'"
-if [[ $RECOVERY == reconstruct ]]; then  # METHOD+rec after every plain selection method
+[[ $RECOVERY =~ ^(reconstruct|tuned|none)$ ]] || die "--recovery must be reconstruct, tuned or none, not '$RECOVERY'"
+if [[ $RECOVERY != none ]]; then  # METHOD+rec (and METHOD+rec+tuned) after every plain selection method
+  added=(+rec)
+  [[ $RECOVERY == tuned ]] && added+=(+rec+tuned)
   with_rec=()
   for m in "${METHOD_LIST[@]}"; do
     with_rec+=("$m")
-    if [[ $m != *+* && $m != joint-dsp && ! " ${METHOD_LIST[*]} " == *" $m+rec "* ]]; then
-      with_rec+=("$m+rec")
-    fi
+    [[ $m != *+* && $m != joint-dsp ]] || continue
+    for a in "${added[@]}"; do
+      [[ " ${METHOD_LIST[*]} " == *" $m$a "* ]] || with_rec+=("$m$a")
+    done
   done
   METHOD_LIST=("${with_rec[@]}")
 fi
