@@ -1045,9 +1045,12 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         "| the same with `--choose valid` (session 25: the better on valid of the average of the "
         f"last {DEFAULT_AVERAGE} checkpoints and the final model): DSP + fine-tune within 0.3 at "
         "H/2, 1.0 at H/4, 2.5 at H/8 | " + within(TUNED_DEFAULT_FT_VALID, FINETUNE_LIMITS),
-        "| not the goal's budget: the same fine-tune trained on to 1080 updates (`--max-update "
-        "1080`, four times as long, stage 6ab): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, "
-        "2.5 at H/8 | " + within(TUNED_DEFAULT_FT_LONGER[1080], FINETUNE_LIMITS),
+        *(
+            f"| not the goal's budget: the same fine-tune trained on to {n} updates (`--max-update "
+            f"{n}`, {n // 270} times as long, stage 6ab): DSP + fine-tune within 0.3 at H/2, 1.0 "
+            "at H/4, 2.5 at H/8 | " + within(TUNED_DEFAULT_FT_LONGER[n], FINETUNE_LIMITS)
+            for n in (810, 1080)
+        ),
         "| the one command + the recipe's fine-tune: DSP at least as good as head importance's "
         "one command (reconstruct + tuned refit) + the same fine-tune | "
         + versus(TUNED_DEFAULT_FT, (TUNED_IMP_FT,)),

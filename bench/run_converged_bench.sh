@@ -92,6 +92,9 @@ publish() {
   done
   if [[ -f $OUT/baseline.json ]]; then
     python "$ROOT/bench/converged_report.py" --dir "$OUT" > "$OUT/table.md.tmp" && mv "$OUT/table.md.tmp" "$OUT/table.md"
+    if [[ -s $OUT/finetune-budget.txt ]]; then  # stage 6ab's figure
+      python "$ROOT/bench/finetune_budget.py" --dir "$OUT" --plot "$OUT/finetune-budget.png" > /dev/null
+    fi
   fi
   return 0
 }
