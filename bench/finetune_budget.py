@@ -88,7 +88,7 @@ def budget_lines(runs: Runs, unpruned: float, limits: Dict[int, float]) -> List[
     out += [
         "",
         "| K | limit below unpruned (goal) | "
-        + " | ".join(f"{u} updates: mean (range, runs), below" for u in cols)
+        + " | ".join(f"{u} updates: mean (range, runs), to unpruned" for u in cols)
         + " | first budget within the limit |",
         "|---|---|" + "---|" * (len(cols) + 1),
     ]
@@ -103,7 +103,8 @@ def budget_lines(runs: Runs, unpruned: float, limits: Dict[int, float]) -> List[
                 continue
             mean, lo, hi, n = stat
             below = unpruned - mean
-            cells.append(f"{mean:.2f} ({lo:.2f}-{hi:.2f}, {n}), {below:.2f}")
+            gap = f"{below:.2f} below" if below >= 0 else f"{-below:.2f} above"
+            cells.append(f"{mean:.2f} ({lo:.2f}-{hi:.2f}, {n}), {gap}")
             if met == "none measured" and below <= limits[k]:
                 met = f"{u} updates"
         out.append(f"| {k} | {limits[k]} | " + " | ".join(cells) + f" | {met} |")
@@ -135,7 +136,7 @@ def plot(runs: Runs, unpruned: float, limits: Dict[int, float], output: str) -> 
     ax.set_xlabel("fine-tune updates (4096-token batches; 270 = the recipe's default)")
     ax.set_ylabel("test_2016 sacreBLEU (beam 5)")
     ax.set_title("Recovery by fine-tune length (the one command's models)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(alpha=0.3)
     return save_figure(fig, output)
 

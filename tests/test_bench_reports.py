@@ -780,8 +780,8 @@ def test_finetune_budget_table_plot_and_goal(tmp_path):
     assert "| 18 | 1 | 39.00 (39.50) | 39.20 (39.70) | 39.60 (40.00) |" in lines
     assert "| 9 | 3 (unfinished: not in the means) | 35.00 (35.00) | 36.00 (36.00) |  |" in lines
     # K = 18: 39.1 (1.23 below), 39.4 (0.93: within the 1.0), 39.8; K = 9 has no complete start
-    assert ("| 18 | 1.0 | 39.10 (39.00-39.20, 2), 1.23 | 39.40 (39.20-39.60, 2), 0.93 | "
-            "39.80 (39.60-40.00, 2), 0.53 | 540 updates |") in lines  # fmt: skip
+    assert ("| 18 | 1.0 | 39.10 (39.00-39.20, 2), 1.23 below | 39.40 (39.20-39.60, 2), 0.93 below | "
+            "39.80 (39.60-40.00, 2), 0.53 below | 540 updates |") in lines  # fmt: skip
     assert not any(line.startswith("| 9 | 2.5 |") for line in lines)
     for ext in ("png", "svg"):
         assert (tmp_path / f"budget.{ext}").stat().st_size > 1000
