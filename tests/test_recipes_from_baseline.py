@@ -418,20 +418,34 @@ def test_interrupted_side_by_side_restarts_stop_their_gate_runs(baseline, tmp_pa
         "--train-args", f"{TRAIN} {GATE_ARGS} --max-epoch 100000",
     ]  # fmt: skip
     env = dict(os.environ, OMP_NUM_THREADS="1", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    proc = subprocess.Popen([str(c) for c in cmd], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    deadline = time.time() + 240
-    logs = [out / f"seed-{s}/train.log" for s in (1, 2)]
-    while not all(log.is_file() and "num_updates" in log.read_text() for log in logs):
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()
-        time.sleep(1)
-    proc.send_signal(signal.SIGINT)
-    # a hang guard, not a speed check: under load the gate runs take a while to stop
-    _, err = proc.communicate(timeout=240)
-    assert proc.returncode != 0 and "interrupted: the gate runs were stopped" in err
-    time.sleep(2)
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert str(out) not in ps, [line for line in ps.splitlines() if str(out) in line]
+
+    def interruptible():
+        # as in a terminal: a test run started in the background (`cmd &`, nohup) inherits
+        # SIGINT ignored, and bash cannot trap a signal ignored on entry
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    # its own process group, so that a failure below leaves nothing training behind
+    proc = subprocess.Popen([str(c) for c in cmd], env=env, text=True, preexec_fn=interruptible,
+                            start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.time() + 240
+        logs = [out / f"seed-{s}/train.log" for s in (1, 2)]
+        while not all(log.is_file() and "num_updates" in log.read_text() for log in logs):
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()
+            time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        # a hang guard, not a speed check: under load the gate runs take a while to stop
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode != 0 and "interrupted: the gate runs were stopped" in err
+        time.sleep(2)
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert str(out) not in ps, [line for line in ps.splitlines() if str(out) in line]
+    finally:  # checked above; this only cleans up after a failure
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(baseline, tmp_path):
