@@ -36,8 +36,8 @@
 # kept as SAVE_DIR/pruned.average.pt; with --choose valid the better on valid of it and the
 # final model, pruned.final.pt, the choice and both scores in SAVE_DIR/choice.json, the decodes
 # in valid-{average,final}/; with --average-last 1 checkpoint_best.pt, the lowest validation
-# loss), with dsp-strip's record
-# of the kept head indices, for head maps, without the optimizer's state (a third of the size): a stripped model that fairseq-generate --user-dir
+# loss), with dsp-strip's record of the kept head indices, for head maps, without the
+# optimizer's state (a third of the size): a stripped model that fairseq-generate --user-dir
 # "$(dsp-user-dir)" and dsp-export-ct2 load; SAVE_DIR/train.log. An interrupted run resumes
 # from checkpoint_last.pt; a finished one is skipped, or trained on from its checkpoint_last.pt
 # when rerun with a larger --max-update (a smaller one is refused).
