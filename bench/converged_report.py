@@ -237,6 +237,95 @@ for _n, _method in TUNED_DEFAULT_FT_LONGER.items():
     LABELS[_method] = (
         LABELS[TUNED_DEFAULT_FT] + f", trained on to {_n} updates (`--max-update {_n}`)"
     )
+# stage 6ac (session 27): importance's one command's fine-tunes trained on the same way (lines
+# "ft-impK-sS-uN" of finetune-budget.txt), and the one command's fine-tune at a constant
+# learning rate LR instead of the recipe's 3e-4 (lines "ft-kK-sG-lrLR" of finetune-lr.txt)
+TUNED_IMP_FT_LONGER = {n: f"{TUNED_IMP_FT},u{n}" for n in LONGER_UPDATES}
+for _n, _method in TUNED_IMP_FT_LONGER.items():
+    LABELS[_method] = LABELS[TUNED_IMP_FT] + f", trained on to {_n} updates (`--max-update {_n}`)"
+FINETUNE_LR_FILE = "finetune-lr.txt"
+
+
+DEFAULT_FT_LR = "5e-4"  # finetune-pruned.sh's for cpu-small since session 27 (3e-4 before)
+_DEFAULT_SINCE = " (the recipe's default since session 27)"
+
+
+def ft_lr_method(method: str, lr: str) -> str:
+    """METHOD's fine-tune at constant learning rate LR (its label registered on first use)."""
+    now = _DEFAULT_SINCE if lr == DEFAULT_FT_LR else ""
+    LABELS.setdefault(f"{method},lr{lr}", LABELS[method] + f", at learning rate {lr}{now}")
+    return f"{method},lr{lr}"
+
+
+def tagged_finetunes(runs: dict, start: str, tag: str) -> dict:
+    """{VALUE: {K: [((F, S), (test, valid)), ...]}} of the fine-tune lines
+    "ft-STARTK-sS[-fF]-TAGVALUE" of RUNS (fine_tune_lines; F the fine-tune seed, default 1): the
+    recipe's model ("best"), ordered by F, then S, as tuned_finetunes orders them."""
+    found: dict = {}
+    pattern = (
+        r"ft-"
+        + re.escape(start)
+        + r"([0-9]+)-s([0-9]+)(?:-f([0-9]+))?-"
+        + re.escape(tag)
+        + r"(\S+)"
+    )
+    for name, run in runs.items():
+        m = re.fullmatch(pattern, name)
+        if m and "best" in run:
+            by_k = found.setdefault(m.group(4), {}).setdefault(int(m.group(1)), [])
+            by_k.append(((int(m.group(3) or 1), int(m.group(2))), run["best"]))
+    return {v: {k: sorted(rs) for k, rs in by_k.items()} for v, by_k in found.items()}
+
+
+def scores_only(by_k: dict) -> dict:
+    """{K: [(test, valid), ...]} of tagged_finetunes' {K: [(seeds, (test, valid)), ...]}."""
+    return {k: [r for _, r in rs] for k, rs in by_k.items()}
+
+
+def learning_rate_lines(tuned_ft_lines: dict, lrs_by_start: dict) -> list:
+    """The paired table of stage 6ac: each fine-tune (a start and a fine-tune seed) at the
+    recipe's 3e-4 (tuned-default.txt's "ft-STARTK-sS[-fF]") and at each other learning rate
+    (LRS_BY_START: {START: tagged_finetunes(..., START, "lr")}, START "k" for DSP's one command,
+    "imp" for importance's), then per START the mean change over the pairs."""
+    names = {"k": "DSP", "imp": "head importance"}
+    cols = sorted({lr for lrs in lrs_by_start.values() for lr in lrs}, key=float)
+    if not cols:
+        return []
+    out = [
+        "| one command | K | seed | fine-tune seed | 3e-4 (the recipe's until session 27) | "
+        + " | ".join(lr + (" (since)" if lr == DEFAULT_FT_LR else "") for lr in cols)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(cols),
+    ]
+    for start, lrs in lrs_by_start.items():
+        runs = {(k, s, f) for by_k in lrs.values() for k, rs in by_k.items() for (f, s), _ in rs}
+        paired: dict = {lr: [] for lr in cols}
+        # K = 36, 18, 9 as in the other tables, then the seed and the fine-tune seed
+        for k, s, f in sorted(runs, key=lambda r: (-r[0], r[1], r[2])):
+            name = f"ft-{start}{k}-s{s}" + (f"-f{f}" if f > 1 else "")
+            base = tuned_ft_lines.get(name, {}).get("best")
+            cells = []
+            for lr in cols:
+                got = dict(lrs.get(lr, {}).get(k, [])).get((f, s))
+                cells.append(f"{got[0]:.2f} ({got[1]:.2f})" if got else "")
+                if got and base:
+                    paired[lr].append((got[0] - base[0], got[1] - base[1]))
+            first = f"{base[0]:.2f} ({base[1]:.2f})" if base else ""
+            out.append(
+                f"| {names[start]} | {k} | {s} | {f} | {first} | " + " | ".join(cells) + " |"
+            )
+        change = [
+            f"{statistics.mean(t for t, _ in d):+.2f} ({statistics.mean(v for _, v in d):+.2f}), "
+            f"test up in {sum(t > 0 for t, _ in d)} of {len(d)}, valid in "
+            f"{sum(v > 0 for _, v in d)}"
+            if d
+            else ""
+            for d in (paired[lr] for lr in cols)
+        ]
+        out.append(
+            f"| {names[start]}: mean change against 3e-4 | | | | | " + " | ".join(change) + " |"
+        )
+    return out
 
 
 def gate_layer_seeds(path: str, tag: str = "") -> dict:
@@ -599,7 +688,12 @@ def main() -> int:
     tuned_ft_lines = fine_tune_lines(tuned_default_file)
     dsp_tuned_ft = tuned_finetunes(tuned_ft_lines, "k")
     imp_tuned_ft = tuned_finetunes(tuned_ft_lines, "imp")
-    budget = budget_runs(tuned_ft_lines, fine_tune_lines(os.path.join(args.dir, BUDGET_FILE)))
+    budget_ft_lines = fine_tune_lines(os.path.join(args.dir, BUDGET_FILE))
+    budget = budget_runs(tuned_ft_lines, budget_ft_lines)
+    imp_longer = tagged_finetunes(budget_ft_lines, "imp", "u")
+    lr_lines = fine_tune_lines(os.path.join(args.dir, FINETUNE_LR_FILE))
+    ft_lrs = {start: tagged_finetunes(lr_lines, start, "lr") for start in ("k", "imp")}
+    ft_lrs = {start: lrs for start, lrs in ft_lrs.items() if lrs}
     imp_tuned = tuned_runs(tuned_file, "tuned-imp", imp_starts)
     # more tuning seeds of the same starts; a seed tuned-refit.txt has is the same run again
     # (stage 6aa remade importance's K = 18 models to fine-tune them): read once
@@ -655,6 +749,12 @@ def main() -> int:
                 {k: [b[n] for _, b in sorted(st.items()) if n in b] for k, st in budget.items()},
             )
             for n, method in TUNED_DEFAULT_FT_LONGER.items()
+        ),
+        *((m, scores_only(imp_longer.get(str(n), {}))) for n, m in TUNED_IMP_FT_LONGER.items()),
+        *(
+            (ft_lr_method(TUNED_DEFAULT_FT if start == "k" else TUNED_IMP_FT, lr), scores_only(b))
+            for start, lrs in ft_lrs.items()
+            for lr, b in sorted(lrs.items())
         ),
     ):
         for k, runs in ft_runs.items():  # the first run is the cell, the others its spread
@@ -729,6 +829,8 @@ def main() -> int:
         parts["finetune-budget"] = "\n".join(
             budget_lines(budget, float(base["sacrebleu"]), FINETUNE_LIMITS)
         )
+    if args.marker == "recovery" and ft_lrs:  # the study of the fine-tune's learning rate
+        parts["finetune-lr"] = "\n".join(learning_rate_lines(tuned_ft_lines, ft_lrs))
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(defaults_lines(cells, seeds, base))
@@ -866,10 +968,9 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
     columns = (
         (TUNED_DEFAULT, "DSP, the one command (tuned refit)"),
         (f"{DEFAULT_GATES}:dsp+best", "DSP, `--recovery best` (no weight training)"),
-        (TUNED_DEFAULT_FT, "DSP, the one command + fine-tune"),
+        (ft_lr_method(TUNED_DEFAULT_FT, DEFAULT_FT_LR), "DSP, the one command + fine-tune"),
         (TUNED_IMP, "head importance, its one command (reconstruct + tuned refit)"),
-        (TUNED_IMP_FT, "head importance, its one command + fine-tune"),
-        (IMP_FT_AVG_METHOD, "head importance + reconstruct + fine-tune"),
+        (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR), "head importance, its one command + fine-tune"),
     )
 
     def cell(method, k) -> str:
@@ -883,11 +984,10 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
     lines = [
         f"Unpruned (72 heads): **{base['sacrebleu']:.2f}**. Cells: test_2016 sacreBLEU, mean "
         "(min-max, runs) over gate seeds (DSP), tuning seeds (importance's one command) and "
-        "fine-tune seeds; the fine-tune is the recipe's (270 updates, dropout 0.1, the average "
-        f"of the last {DEFAULT_AVERAGE} checkpoints) of the one command's model (its runs: the "
-        "`ft-` lines of [bench/recovery/tuned-default.txt](bench/recovery/tuned-default.txt)); "
-        "the last column: the same fine-tune of importance + reconstruct's model (no tuned "
-        "refit); - not run.",
+        "fine-tune seeds; the fine-tune is the recipe's (270 updates, learning rate "
+        f"{DEFAULT_FT_LR}, dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints) of "
+        "the one command's model (its runs: the lines of "
+        "[bench/recovery/finetune-lr.txt](bench/recovery/finetune-lr.txt)); - not run.",
         "",
         "| heads kept | " + " | ".join(label for _, label in columns) + " |",
         "|---|" + "---|" * len(columns),
@@ -1051,9 +1151,27 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
             "at H/4, 2.5 at H/8 | " + within(TUNED_DEFAULT_FT_LONGER[n], FINETUNE_LIMITS)
             for n in (810, 1080)
         ),
+        *(
+            f"| 270-update fine-tune at learning rate {m.rsplit(',lr', 1)[1]} instead of 3e-4 "
+            + ("(the recipe's default since session 27" if m.endswith(DEFAULT_FT_LR) else "(")
+            + ", stage 6ac): the one command + the fine-tune within 0.3 at H/2, 1.0 at H/4, "
+            "2.5 at H/8 | " + within(m, FINETUNE_LIMITS)
+            for m in list(LABELS)
+            if m.startswith(TUNED_DEFAULT_FT + ",lr")
+        ),
+        *(
+            f"| 270-update fine-tune at learning rate {m.rsplit(',lr', 1)[1]} (stage 6ac): DSP's "
+            "one command + the fine-tune at least as good as head importance's + the same "
+            "fine-tune | " + versus(m, (ft_lr_method(TUNED_IMP_FT, m.rsplit(",lr", 1)[1]),))
+            for m in list(LABELS)
+            if m.startswith(TUNED_DEFAULT_FT + ",lr")
+        ),
         "| the one command + the recipe's fine-tune: DSP at least as good as head importance's "
         "one command (reconstruct + tuned refit) + the same fine-tune | "
         + versus(TUNED_DEFAULT_FT, (TUNED_IMP_FT,)),
+        "| not the goal's budget, both trained on to 810 updates (stage 6ac): DSP at least as good "
+        "as head importance's one command + the same fine-tune | "
+        + versus(TUNED_DEFAULT_FT_LONGER[810], (TUNED_IMP_FT_LONGER[810],)),
         "| 270-update fine-tune of the best of 2 two-epoch gate runs: DSP + fine-tune at least "
         "as good as head importance + reconstruct + the same fine-tune | "
         + versus(TWO_EPOCHS_RESTARTS_FT, (IMP_FT_AVG_METHOD,)),

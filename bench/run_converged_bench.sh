@@ -133,11 +133,12 @@ fi
 # (--gate-objective labels: the plain gates these stages measured; the recipes' default gates
 # since session 7 are stage 6e's)
 # every published +ft / +kd row was fine-tuned at dropout 0.2 (finetune-pruned.sh's default until
-# session 14, now 0.1: stage 6o) and kept the best checkpoint (the default until session 15, now
-# the average of the last 3: stage 6q), so the stages that made them keep both
+# session 14, now 0.1: stage 6o), learning rate 3e-4 (the default until session 27: stage 6ac)
+# and kept the best checkpoint (the default until session 15, now the average of the last 3:
+# stage 6q), so the stages that made them keep all three
 SWEEP_DEFAULTS=(--data "$DATA" --base "$BASE" --preset cpu-small --valid
                 --importance-args "--max-batches 20" --finetune-updates 270 --finetune-dropout 0.2
-                --finetune-average-last 1)
+                --finetune-lr 3e-4 --finetune-average-last 1)
 SWEEP=("${SWEEP_DEFAULTS[@]}" --gate-objective labels)
 sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-plots "$@"; }
 side_folder() {  # side_folder DIR [ROW...]: a sweep folder beside the table, with its baseline
@@ -744,19 +745,24 @@ done
 # finetune-pruned.sh rerun with a larger --max-update trains on from checkpoint_last.pt, the
 # same model as one run that long (constant learning rate; tests/test_recovery_end_to_end.py
 # checks it), so a budget costs only its extra updates. Lines "ft-kK-sG-uB" in finetune-budget.txt
-ft_budget() {  # ft_budget K GATESEED UPDATES FROM: FROM's fine-tune trained on to UPDATES
-  local dir=k$1
-  [[ $2 == 1 ]] || dir=k$1-s$2
-  local from=$WORK/tuned-default/ft-$dir save=$WORK/tuned-default/ft-$dir-u$3 out=$OUT/finetune-budget.txt
-  [[ $4 == 270 ]] || from=$from-u$4
-  if [[ ! -d $save ]]; then
+train_on() {  # train_on NAME FROM SAVE PRUNED UPDATES OUT: FROM's fine-tune trained on in SAVE
+  local name=$1 from=$2 save=$3 pruned=$4 updates=$5 out=$6
+  if [[ ! -d $save ]]; then  # a copy of FROM's checkpoints, made whole or not at all
     rm -rf "$save.tmp" && mkdir -p "$save.tmp"
     cp -p "$from"/checkpoint_*.pt "$from"/model.args "$from"/train.log "$from"/.done "$save.tmp"/
     mv "$save.tmp" "$save"
   fi
-  bash "$ROOT/bench/finetune_and_score.sh" "ft-k$1-s$2-u$3" "$save" "$DATA" --data "$DATA" \
-    --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed 1 --max-update "$3"
-  touch "$out" && grep -q "^ft-k$1-s$2-u$3:" "$out" || cat "$save/summary.line" >> "$out"
+  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+    --pruned "$pruned" --seed 1 --max-update "$updates"
+  touch "$out" && grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
+}
+ft_budget() {  # ft_budget K GATESEED UPDATES FROM: FROM's fine-tune trained on to UPDATES
+  local dir=k$1
+  [[ $2 == 1 ]] || dir=k$1-s$2
+  local from=$WORK/tuned-default/ft-$dir
+  [[ $4 == 270 ]] || from=$from-u$4
+  train_on "ft-k$1-s$2-u$3" "$from" "$WORK/tuned-default/ft-$dir-u$3" \
+    "$WORK/tuned-default/$dir/pruned.pt" "$3" "$OUT/finetune-budget.txt"
 }
 for start in "18 1" "9 2" "18 2" "9 3" "18 3" "36 2" "36 3"; do
   read -r k seed <<< "$start"
@@ -768,6 +774,49 @@ for start in "18 1" "9 2" "18 2" "9 3" "18 3" "36 2" "36 3"; do
     prev=$updates
   done
 done
+
+# 6ac. session 27: (a) the fine-tune's learning rate: the recipe's 270-update fine-tune of the
+# one command's models at a constant LR instead of 3e-4 (folders ft-kK[-sG][-fF]-lrLR, lines
+# "ft-kK-sG[-fF]-lrLR" in finetune-lr.txt; F the fine-tune seed, default 1), and of head
+# importance's one command (stage 6aa's models; lines "ft-impK-sS-lrLR"); (b) importance's
+# fine-tunes (stage 6aa's "ft-impK-sS") trained on to 810 updates, the budget that brings DSP's
+# H/4 model within 0.3 of unpruned (stage 6ab): is DSP's lead kept? Lines "ft-impK-sS-uN" in
+# finetune-budget.txt
+ft_lr() {  # ft_lr K GATESEED LR [FTSEED]: the recipe's fine-tune at constant learning rate LR
+  local dir=k$1 ft=${4:-1} suffix=""
+  [[ $2 == 1 ]] || dir=k$1-s$2
+  [[ $ft == 1 ]] || suffix=-f$ft
+  local name=ft-k$1-s$2$suffix-lr$3 out=$OUT/finetune-lr.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$WORK/tuned-default/ft-$dir$suffix-lr$3" \
+    "$DATA" --data "$DATA" --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed "$ft" \
+    --train-args "--lr $3"
+  touch "$out" && grep -q "^$name:" "$out" || cat "$WORK/tuned-default/ft-$dir$suffix-lr$3/summary.line" >> "$out"
+}
+ft_importance_lr() {  # ft_importance_lr K SEED LR: importance's one command fine-tuned at LR
+  local name=ft-imp$1-s$2-lr$3 save=$WORK/importance-tuned/ft-imp$1-s$2-lr$3 out=$OUT/finetune-lr.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+    --pruned "$WORK/importance-tuned/imp$1-s$2.pt" --seed 1 --train-args "--lr $3"
+  touch "$out" && grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
+}
+ft_importance_budget() {  # ft_importance_budget K SEED UPDATES: stage 6aa's fine-tune trained on
+  train_on "ft-imp$1-s$2-u$3" "$WORK/importance-tuned/ft-imp$1-s$2" \
+    "$WORK/importance-tuned/ft-imp$1-s$2-u$3" "$WORK/importance-tuned/imp$1-s$2.pt" "$3" \
+    "$OUT/finetune-budget.txt"
+}
+for seed in 1 2 3; do timed "finetune-lr-k18-s$seed-lr5e-4" ft_lr 18 "$seed" 5e-4; done
+for k in 36 9; do
+  for seed in 2 3; do timed "finetune-lr-k$k-s$seed-lr5e-4" ft_lr "$k" "$seed" 5e-4; done
+done
+for seed in 1 2 3; do timed "finetune-lr-k18-s$seed-f2-lr5e-4" ft_lr 18 "$seed" 5e-4 2; done
+for seed in 1 2 3; do timed "finetune-lr-imp18-s$seed-lr5e-4" ft_importance_lr 18 "$seed" 5e-4; done
+for k in 36 9; do
+  for seed in 2 3; do timed "finetune-lr-k$k-s$seed-f2-lr5e-4" ft_lr "$k" "$seed" 5e-4 2; done
+done
+for seed in 1 2 3; do timed "finetune-lr-k18-s$seed-lr1e-3" ft_lr 18 "$seed" 1e-3; done
+for seed in 1 2 3; do timed "finetune-lr-imp36-s$seed-lr5e-4" ft_importance_lr 36 "$seed" 5e-4; done
+for seed in 2 3; do timed "finetune-lr-imp9-s$seed-lr5e-4" ft_importance_lr 9 "$seed" 5e-4; done
+for seed in 1 2 3; do timed "finetune-lr-k18-s$seed-f3-lr5e-4" ft_lr 18 "$seed" 5e-4 3; done
+for seed in 1 2 3; do timed "importance-budget-k18-s$seed-u810" ft_importance_budget 18 "$seed" 810; done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

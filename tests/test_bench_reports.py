@@ -406,7 +406,7 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     assert text.startswith("a\n<!-- recovery-summary -->\n")
     # the table of what the recipes give: means (range, runs) of the default path and its rival
     # (no one command with the tuned refit run here, nor its fine-tune: tuned-default.txt's test)
-    assert "| 18 of 72 (H/4) | - | 34.25 (1 run) | - | - | - | 38.00 (1 run) |" in text
+    assert "| 18 of 72 (H/4) | - | 34.25 (1 run) | - | - | - |" in text
     assert "| 9 of 72 (H/8) | - | - | - | - | - |" in text
     assert "stale table" not in text and "| heads chosen by | K = 18 (H/4) |" in text
     assert (
@@ -713,6 +713,13 @@ def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
         "ft-k36-s1-f2: best test 39.0 valid 39.5; last test 39.6 valid 39.7; valid loss 3.9\n"
         "ft-imp36-s3: best test 39.2 valid 40.0; last test 39.4 valid 40.0; valid loss 3.9\n"
     )
+    # the README's fine-tune columns: the recipe's default learning rate since session 27
+    (tmp_path / "finetune-lr.txt").write_text(
+        "ft-k36-s1-lr5e-4: best test 40.0 valid 40.3; last test 39.5 valid 39.9; valid loss 3.9\n"
+        "ft-k36-s1-f2-lr5e-4: best test 39.4 valid 39.8; last test 39.5 valid 39.9; valid loss 3.9\n"
+        "ft-imp36-s3-lr5e-4: best test 39.3 valid 40.0; last test 39.4 valid 40.0; valid loss 3.9\n"
+        "ft-k36-s1-lr1e-3: best test 20.0 valid 20.0; last test 20.0 valid 20.0; valid loss 3.9\n"
+    )
     doc = tmp_path / "README.md"
     doc.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n"
                    "<!-- recovery-choice -->\n<!-- /recovery-choice -->\n")  # fmt: skip
@@ -726,9 +733,10 @@ def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
     # the one command: 38.5 (tuned kept) and 37.5 (the untuned start kept); importance: 38.0
     # (tuned-refit.txt, better on valid than its start) and 39.0 (tuning seed 3)
     assert cells[1] == "38.00 (37.50-38.50, 2 runs)" and cells[4] == "38.50 (38.00-39.00, 2 runs)"
-    assert cells[2] == cells[6] == "-"
-    # the recipe's fine-tunes (the averages): 39.8 and 39.0; importance's 39.2
-    assert cells[3] == "39.40 (39.00-39.80, 2 runs)" and cells[5] == "39.20 (1 run)"
+    assert cells[2] == "-" and len(cells) == 6
+    # the recipe's fine-tunes (the averages) at its learning rate: 40.0 and 39.4; importance's
+    # 39.3 (not the 3e-4 lines of tuned-default.txt, nor another rate's)
+    assert cells[3] == "39.70 (39.40-40.00, 2 runs)" and cells[5] == "39.30 (1 run)"
     lines = doc.read_text().splitlines()
     assert "| ft-k36-s1 | 39.80 (40.10) | 39.50 (39.90) | 39.80 (40.10): average |" in lines
     assert "| ft-k36-s1-f2 | 39.00 (39.50) | 39.60 (39.70) | 39.60 (39.70): final |" in lines
@@ -801,3 +809,81 @@ def test_finetune_budget_table_plot_and_goal(tmp_path):
     assert (
         "old" not in text and "| 18 | 2 | 39.20 (39.60) | 39.60 (39.90) | 40.00 (40.10) |" in text
     )
+
+
+def test_importance_longer_finetune_and_learning_rate_rows(tmp_path):
+    """Stage 6ac: importance's fine-tunes trained on ("ft-impK-sS-uN" in finetune-budget.txt)
+    get their own row and the 810-update comparison with DSP's; the fine-tune at another
+    learning rate ("ft-kK-sG-lrLR" in finetune-lr.txt) gets a row with its seeds' spread and a
+    goals row of its own. A line of another shape is not read as one of them."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    (tmp_path / "tuned-default.txt").write_text(
+        "ft-k18-s1: best test 39.0 valid 39.5; last test 39.4 valid 39.3; valid loss 3.9\n"
+        "ft-k18-s2: best test 39.2 valid 39.6; last test 39.4 valid 39.3; valid loss 3.9\n"
+        "ft-imp18-s1: best test 38.6 valid 39.5; last test 38.5 valid 38.7; valid loss 3.9\n"
+        "ft-k18-s1-f2: best test 38.8 valid 39.4; last test 38.5 valid 38.7; valid loss 3.9\n"
+    )
+    (tmp_path / "finetune-budget.txt").write_text(
+        "ft-k18-s1-u810: best test 40.0 valid 40.3; last test 39.6 valid 39.9; valid loss 3.9\n"
+        "ft-k18-s2-u810: best test 40.4 valid 40.4; last test 39.6 valid 39.9; valid loss 3.9\n"
+        "ft-imp18-s1-u810: best test 39.5 valid 40.0; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-imp18-s2-u810: best test 39.7 valid 40.1; last test 39.0 valid 39.0; valid loss 3.9\n"
+    )
+    (tmp_path / "finetune-lr.txt").write_text(
+        "ft-k18-s2-lr5e-4: best test 39.9 valid 40.2; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-k18-s1-lr5e-4: best test 39.5 valid 40.0; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-k18-lr5e-4: best test 10.0 valid 10.0; last test 10.0 valid 10.0; valid loss 3.9\n"
+        "ft-k18-s1-f2-lr5e-4: best test 39.0 valid 39.9; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-k18-s2-lr1e-3: best test 39.4 valid 39.6; last test 39.0 valid 39.0; valid loss 3.9\n"
+        "ft-imp18-s1-lr5e-4: best test 38.9 valid 39.8; last test 39.0 valid 39.0; valid loss 3.9\n"
+    )
+    text = report_text(tmp_path)
+    lines = text.splitlines()
+    imp = next(line for line in lines if "one command" in line and "trained on to 810" in line)
+    assert imp.split(" | ")[1] == "39.50 (40.00)"  # seed 1 is the cell, seed 2 its spread
+    # DSP at 5e-4: fine-tune seed 1 of gate seeds 1 and 2, then fine-tune seed 2 of gate seed 1
+    assert any(
+        line.startswith("| pipelined DSP")
+        and line.endswith(
+            "at learning rate 5e-4 (the recipe's default since session 27) | 18 | 3 | 39.47 | "
+            "39.00-39.90 |"
+        )
+        for line in lines
+    )
+    lr_goal = next(
+        line for line in lines if "270-update fine-tune at learning rate 5e-4 instead" in line
+    )
+    assert "(the recipe's default since session 27, stage 6ac)" in lr_goal
+    assert "H/4: 39.47 (mean of 3), 0.86 below (limit 1.0)" in lr_goal
+    assert "H/2: not run" in lr_goal and lr_goal.endswith("| not measured yet |")
+    lr_versus = next(line for line in lines if "rate 5e-4 (stage 6ac): DSP's" in line)
+    assert "H/4: +0.57 vs head importance's one command" in lr_versus
+    assert "means of 3 and 1 runs, largest range 0.90: inside it | met |" in lr_versus
+    lr_versus = next(line for line in lines if "rate 1e-3 (stage 6ac): DSP's" in line)
+    assert lr_versus.endswith("| not run yet | not measured yet |")
+    versus = next(line for line in lines if "both trained on to 810 updates" in line)
+    # DSP 40.2 against importance's 39.6: +0.60, both ranges 0.4 wide: beyond them
+    assert "H/4: +0.60 vs head importance's one command" in versus
+    assert "means of 2 and 2 runs, largest range 0.40: beyond it | met |" in versus
+    assert "10.00" not in text
+    doc = tmp_path / "RESULTS.md"
+    doc.write_text("a\n<!-- finetune-lr -->\nold\n<!-- /finetune-lr -->\nb\n")
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
+         "recovery", "--splice", doc], check=True, capture_output=True,
+    )  # fmt: skip
+    table = doc.read_text().splitlines()
+    assert table[2] == (
+        "| one command | K | seed | fine-tune seed | 3e-4 (the recipe's until session 27) | "
+        "5e-4 (since) | 1e-3 |"
+    )
+    assert "| DSP | 18 | 1 | 1 | 39.00 (39.50) | 39.50 (40.00) |  |" in table
+    assert "| DSP | 18 | 2 | 1 | 39.20 (39.60) | 39.90 (40.20) | 39.40 (39.60) |" in table
+    assert "| DSP | 18 | 1 | 2 | 38.80 (39.40) | 39.00 (39.90) |  |" in table
+    assert "| head importance | 18 | 1 | 1 | 38.60 (39.50) | 38.90 (39.80) |  |" in table
+    # paired with the same start and fine-tune seed: +0.5, +0.7, +0.2 on test; +0.5, +0.6, +0.5
+    # on valid; 1e-3: +0.2 on test, 0 on valid (not up)
+    assert ("| DSP: mean change against 3e-4 | | | | | +0.47 (+0.53), test up in 3 of 3, valid "
+            "in 3 | +0.20 (+0.00), test up in 1 of 1, valid in 0 |") in table  # fmt: skip
+    assert ("| head importance: mean change against 3e-4 | | | | | +0.30 (+0.30), test up in 1 "
+            "of 1, valid in 1 |  |") in table  # fmt: skip

@@ -127,6 +127,10 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
               plain, "--save-dir", save, "--preset", "cpu-small", "--dropout", "1.5", check=False)  # fmt: skip
     assert bad.returncode == 1 and "--dropout takes a probability" in bad.stderr
     assert not save.exists()  # refused before anything was written
+    bad = run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned",
+              plain, "--save-dir", save, "--preset", "cpu-small", "--lr", "0", check=False)  # fmt: skip
+    assert bad.returncode == 1 and "--lr takes a positive learning rate" in bad.stderr
+    assert not save.exists()
     run("bash", ROOT / "examples/translation/finetune-pruned.sh", "--data", data, "--pruned", plain,
         "--save-dir", save, "--max-update", "6", "--preset", "cpu-small", "--teacher", base,
         "--choose", "valid", "--train-args", "--max-tokens 1000 --num-workers 0 "
@@ -139,6 +143,8 @@ def test_distilled_finetune_recipe(corpus, base, tmp_path):
     assert len(hidden) == len(logs) and all(0 < h < 1e3 for h in hidden)
     # the preset's fine-tune dropout (0.1 for cpu-small), not its training dropout (0.2)
     assert " dropout=0.1," in (save / "train.log").read_text()  # fairseq's logged model config
+    # and the preset's fine-tune learning rate, constant after the warm-up
+    assert " lr=[0.0005]," in (save / "train.log").read_text()
     assert (save / "pruned.pt").is_file()
     # the preset's --average-last 3: pruned.average.pt is the mean of the final model and the two
     # checkpoints fairseq saved before it (a checkpoint every update here: a tenth of 6, rounded up)

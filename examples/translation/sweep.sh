@@ -24,7 +24,8 @@
 #              METHOD+ft (e.g. dsp+ft)           METHOD's stripped model of the same K after
 #                                                a short fine-tune with its kept heads fixed
 #                                                (finetune-pruned.sh, --finetune-updates N,
-#                                                default 270, --finetune-dropout P and
+#                                                default 270, --finetune-dropout P,
+#                                                --finetune-lr LR and
 #                                                --finetune-average-last N, default the
 #                                                recipe's; the same for every method);
 #                                                list it after METHOD
@@ -83,7 +84,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
-PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" FT_AVERAGE="" VALID=0 RECOVERY=reconstruct REC_ARGS=""
+PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" FT_LR="" FT_AVERAGE="" VALID=0 RECOVERY=reconstruct REC_ARGS=""
 OBJECTIVE="" GATE_INIT="" RESTARTS=1 RESTART_JOBS=auto GATE_EPOCHS=1
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -105,6 +106,7 @@ while [[ $# -gt 0 ]]; do
     --no-plots) PLOTS=0; shift ;;
     --finetune-updates) FT_UPDATES=$2; shift 2 ;;
     --finetune-dropout) FT_DROPOUT=$2; shift 2 ;;
+    --finetune-lr) FT_LR=$2; shift 2 ;;
     --finetune-average-last) FT_AVERAGE=$2; shift 2 ;;
     --valid) VALID=1; shift ;;
     --recovery) RECOVERY=$2; shift 2 ;;
@@ -255,7 +257,7 @@ for m in "${METHOD_LIST[@]}"; do
           [[ $op == kd ]] && teacher=(--teacher "$BASE")
           bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$source_ckpt" \
             --save-dir "$row" --max-update "$FT_UPDATES" --preset "$PRESET" --seed "$SEED" \
-            "${teacher[@]}" ${FT_DROPOUT:+--dropout "$FT_DROPOUT"} \
+            "${teacher[@]}" ${FT_DROPOUT:+--dropout "$FT_DROPOUT"} ${FT_LR:+--lr "$FT_LR"} \
             ${FT_AVERAGE:+--average-last "$FT_AVERAGE"} --train-args "$TRAIN_ARGS"
         fi
         ckpt=$row/pruned.pt ;;
