@@ -1153,8 +1153,8 @@ def goal_lines(cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=
         ),
         *(
             f"| 270-update fine-tune at learning rate {m.rsplit(',lr', 1)[1]} instead of 3e-4 "
-            + ("(the recipe's default since session 27" if m.endswith(DEFAULT_FT_LR) else "(")
-            + ", stage 6ac): the one command + the fine-tune within 0.3 at H/2, 1.0 at H/4, "
+            + ("(the recipe's default since session 27, " if m.endswith(DEFAULT_FT_LR) else "(")
+            + "stage 6ac): the one command + the fine-tune within 0.3 at H/2, 1.0 at H/4, "
             "2.5 at H/8 | " + within(m, FINETUNE_LIMITS)
             for m in list(LABELS)
             if m.startswith(TUNED_DEFAULT_FT + ",lr")

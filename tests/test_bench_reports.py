@@ -859,6 +859,9 @@ def test_importance_longer_finetune_and_learning_rate_rows(tmp_path):
     lr_versus = next(line for line in lines if "rate 5e-4 (stage 6ac): DSP's" in line)
     assert "H/4: +0.57 vs head importance's one command" in lr_versus
     assert "means of 3 and 1 runs, largest range 0.90: inside it | met |" in lr_versus
+    assert any(
+        "at learning rate 1e-3 instead of 3e-4 (stage 6ac): the one" in line for line in lines
+    )
     lr_versus = next(line for line in lines if "rate 1e-3 (stage 6ac): DSP's" in line)
     assert lr_versus.endswith("| not run yet | not measured yet |")
     versus = next(line for line in lines if "both trained on to 810 updates" in line)
