@@ -786,11 +786,10 @@ ft_lr() {  # ft_lr K GATESEED LR [FTSEED]: the recipe's fine-tune at constant le
   local dir=k$1 ft=${4:-1} suffix=""
   [[ $2 == 1 ]] || dir=k$1-s$2
   [[ $ft == 1 ]] || suffix=-f$ft
-  local name=ft-k$1-s$2$suffix-lr$3 out=$OUT/finetune-lr.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$WORK/tuned-default/ft-$dir$suffix-lr$3" \
-    "$DATA" --data "$DATA" --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed "$ft" \
-    --train-args "--lr $3"
-  touch "$out" && grep -q "^$name:" "$out" || cat "$WORK/tuned-default/ft-$dir$suffix-lr$3/summary.line" >> "$out"
+  local name=ft-k$1-s$2$suffix-lr$3 save=$WORK/tuned-default/ft-$dir$suffix-lr$3 out=$OUT/finetune-lr.txt
+  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+    --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed "$ft" --train-args "--lr $3"
+  touch "$out" && grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
 }
 ft_importance_lr() {  # ft_importance_lr K SEED LR: importance's one command fine-tuned at LR
   local name=ft-imp$1-s$2-lr$3 save=$WORK/importance-tuned/ft-imp$1-s$2-lr$3 out=$OUT/finetune-lr.txt
