@@ -286,11 +286,13 @@ def learning_rate_lines(tuned_ft_lines: dict, lrs_by_start: dict) -> list:
     """The paired table of stage 6ac: each fine-tune (a start and a fine-tune seed) at the
     recipe's 3e-4 (tuned-default.txt's "ft-STARTK-sS[-fF]") and at each other learning rate
     (LRS_BY_START: {START: tagged_finetunes(..., START, "lr")}, START "k" for DSP's one command,
-    "imp" for importance's), then per START the mean change over the pairs."""
+    "imp" for importance's), then per START the mean change over the pairs, and, pooled over
+    both starts, each other rate's change against the default (DEFAULT_FT_LR) on the same runs."""
     names = {"k": "DSP", "imp": "head importance"}
     cols = sorted({lr for lrs in lrs_by_start.values() for lr in lrs}, key=float)
     if not cols:
         return []
+    against_default: list = []
     out = [
         "| one command | K | seed | fine-tune seed | 3e-4 (the recipe's until session 27) | "
         + " | ".join(lr + (" (since)" if lr == DEFAULT_FT_LR else "") for lr in cols)
@@ -314,18 +316,46 @@ def learning_rate_lines(tuned_ft_lines: dict, lrs_by_start: dict) -> list:
             out.append(
                 f"| {names[start]} | {k} | {s} | {f} | {first} | " + " | ".join(cells) + " |"
             )
-        change = [
-            f"{statistics.mean(t for t, _ in d):+.2f} ({statistics.mean(v for _, v in d):+.2f}), "
-            f"test up in {sum(t > 0 for t, _ in d)} of {len(d)}, valid in "
-            f"{sum(v > 0 for _, v in d)}"
-            if d
-            else ""
-            for d in (paired[lr] for lr in cols)
-        ]
+        change = [_mean_change(paired[lr]) for lr in cols]
         out.append(
             f"| {names[start]}: mean change against 3e-4 | | | | | " + " | ".join(change) + " |"
         )
+        against_default.extend(_against_default(lrs, cols))
+    if any(against_default):
+        # the question once a rate is the default: does another one beat it? Pooled over both
+        # one commands, as the decision rule of stage 6ac reads it
+        out.append(
+            f"| both: mean change against {DEFAULT_FT_LR} (the same start and fine-tune seed) "
+            "| | | | | "
+            + " | ".join(_mean_change([d[i] for d in against_default]) for i in range(len(cols)))
+            + " |"
+        )
     return out
+
+
+def _against_default(lrs: dict, cols: list) -> list:
+    """For each run at the default rate: per column, the (test, valid) change of the same run
+    (start, K, seed, fine-tune seed) at that column's rate, or None."""
+    base = {(k, f, s): got for k, rs in lrs.get(DEFAULT_FT_LR, {}).items() for (f, s), got in rs}
+    rows = []
+    for (k, f, s), b in base.items():
+        row = []
+        for lr in cols:
+            got = dict(lrs.get(lr, {}).get(k, [])).get((f, s))
+            row.append((got[0] - b[0], got[1] - b[1]) if got and lr != DEFAULT_FT_LR else None)
+        rows.append(row)
+    return rows
+
+
+def _mean_change(changes: list) -> str:
+    """"+T (+V), test up in A of N, valid in B" over the (test, valid) changes that are there."""
+    d = [c for c in changes if c]
+    if not d:
+        return ""
+    return (
+        f"{statistics.mean(t for t, _ in d):+.2f} ({statistics.mean(v for _, v in d):+.2f}), "
+        f"test up in {sum(t > 0 for t, _ in d)} of {len(d)}, valid in {sum(v > 0 for _, v in d)}"
+    )
 
 
 def gate_layer_seeds(path: str, tag: str = "") -> dict:

@@ -64,6 +64,14 @@ timed() {  # timed LABEL CMD...: run, append the wall time, copy what exists to 
   echo "$label: $((SECONDS - start)) s ($(date -u +%FT%TZ))" >> "$WORK/wall_time.txt"
   publish
 }
+finetune_line() {  # finetune_line NAME SAVE OUT [FINETUNE-PRUNED ARGS...]: the unit of the
+  # fine-tune stages, bench/finetune_and_score.sh on the shared corpus, its line appended to OUT
+  # once (a rerun after an interruption scores again but adds nothing)
+  local name=$1 save=$2 out=$3
+  shift 3
+  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" "$@"
+  touch "$out" && grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
+}
 publish() {
   cp "$WORK/wall_time.txt" "$OUT/"
   if [[ -f $WORK/baseline/train.log ]] && grep -qE '\| valid \|' "$WORK/baseline/train.log"; then
@@ -365,9 +373,8 @@ timed seqkd-dsp18 seqkd --modes mix --pruned "dsp18=$WORK/sweep-impinit-k18-s2b/
 # otherwise unchanged (fine-tune seed 1, the recipe's default);
 # best (lowest validation loss) and last checkpoint, one line each in long-finetune.txt
 long_finetune() {  # long_finetune NAME PRUNED UPDATES
-  local save=$WORK/long-finetune/$1-u$3
-  bash "$ROOT/bench/finetune_and_score.sh" "$1-u$3" "$save" "$DATA" --data "$DATA" --pruned "$2" --max-update "$3" --dropout 0.2 --average-last 1
-  cat "$save/summary.line" >> "$OUT/long-finetune.txt"
+  finetune_line "$1-u$3" "$WORK/long-finetune/$1-u$3" "$OUT/long-finetune.txt" --pruned "$2" \
+    --max-update "$3" --dropout 0.2 --average-last 1
 }
 timed long-finetune-k18 long_finetune dsp18 "$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt" 1080
 timed long-finetune-k36 long_finetune dsp36 "$WORK/sweep-impinit-k36-s1b/runs/dsp+best-k36/pruned.pt" 1080
@@ -379,11 +386,8 @@ timed long-finetune-k36 long_finetune dsp36 "$WORK/sweep-impinit-k36-s1b/runs/ds
 # 1e-3 instead of 3e-4; one line per run in finetune-settings.txt (best and last checkpoint,
 # lowest validation loss)
 ft_setting() {  # ft_setting NAME PRUNED SEED "TRAIN-ARGS"
-  local save=$WORK/ft-settings/$1
-  bash "$ROOT/bench/finetune_and_score.sh" "$1" "$save" "$DATA" --data "$DATA" --pruned "$2" --seed "$3" \
+  finetune_line "$1" "$WORK/ft-settings/$1" "$OUT/finetune-settings.txt" --pruned "$2" --seed "$3" \
     --average-last 1 --train-args "$4"
-  touch "$OUT/finetune-settings.txt"
-  grep -q "^$1:" "$OUT/finetune-settings.txt" || cat "$save/summary.line" >> "$OUT/finetune-settings.txt"
 }
 S18=$WORK/sweep-impinit-k18-s2b/runs/dsp+best-k18/pruned.pt
 S36=$WORK/sweep-impinit-k36-s1b/runs/dsp+best-k36/pruned.pt
@@ -458,11 +462,8 @@ gate_layers() {  # gate_layers K SEED
   grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
 }
 gate_layers_ft() {  # gate_layers_ft K SEED: the recipe's fine-tune of gate seed SEED's model
-  local name=ft$1-s$2 save=$WORK/gate-layers/ft$1-s$2 out=$OUT/gate-layer-distillation.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+  finetune_line "ft$1-s$2" "$WORK/gate-layers/ft$1-s$2" "$OUT/gate-layer-distillation.txt" \
     --pruned "$WORK/gate-layers/g$1-s$2/pruned.pt" --seed 1
-  touch "$out"
-  grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
 }
 for k in 18 36; do
   for seed in 1 2 3; do timed "gate-layers-k$k-s$seed" gate_layers $k $seed; done
@@ -476,11 +477,8 @@ done
 # on stage 6o's K = 18 start with its fine-tune seeds (their plain runs: stage 6q's k18-sS);
 # lines in finetune-layer-distillation.txt
 ft_layers() {  # ft_layers NAME PRUNED SEED B
-  local save=$WORK/ft-layers/$1 out=$OUT/finetune-layer-distillation.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "$1" "$save" "$DATA" --data "$DATA" --pruned "$2" \
+  finetune_line "$1" "$WORK/ft-layers/$1" "$OUT/finetune-layer-distillation.txt" --pruned "$2" \
     --seed "$3" --teacher "$BASE" --train-args "--distill-weight 0 --distill-hidden-weight $4"
-  touch "$out"
-  grep -q "^$1:" "$out" || cat "$save/summary.line" >> "$out"
 }
 timed ftlayers-k18-h1-s1 ft_layers k18-h1-s1 "$S18" 1 1
 for seed in 1 2 3; do timed "ftlayers-k18-h4-s$seed" ft_layers "k18-h4-s$seed" "$S18" "$seed" 4; done
@@ -528,10 +526,8 @@ for run in 18-s4 36-s4 9-s3 9-s4; do timed "gate-default-k$run" gate_default "${
 # choice is read from the lines and the json files: seed 4 at K = 18 and 36, seed 3 at K = 9),
 # lines "ftK-sS" in gate-default-seeds.txt
 gate_default_ft() {  # gate_default_ft K SEED
-  local name=ft$1-s$2 save=$WORK/gate-default/ft$1-s$2 out=$OUT/gate-default-seeds.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+  finetune_line "ft$1-s$2" "$WORK/gate-default/ft$1-s$2" "$OUT/gate-default-seeds.txt" \
     --pruned "$WORK/gate-default/g$1-s$2/pruned.pt" --seed 1
-  grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
 }
 for run in 18-s4 36-s4 9-s3; do timed "gate-default-ft$run" gate_default_ft "${run%-s*}" "${run#*-s}"; done
 
@@ -567,10 +563,8 @@ for seed in 1 2; do timed "gate-two-epochs-k18-s$seed" gate_epochs 18 $seed 2; d
 # choice of groups 18-3, 9-1 and 36-1 (lines "ftK-sS" in gate-two-epochs.txt), and a
 # three-epoch run at K = 18 (seed 1, line "g18-s1-e3")
 gate_two_epochs_ft() {  # gate_two_epochs_ft K SEED
-  local name=ft$1-s$2 save=$WORK/gate-two-epochs/ft$1-s$2 out=$OUT/gate-two-epochs.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+  finetune_line "ft$1-s$2" "$WORK/gate-two-epochs/ft$1-s$2" "$OUT/gate-two-epochs.txt" \
     --pruned "$WORK/gate-two-epochs/g$1-s$2/pruned.pt" --seed 1
-  grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
 }
 for run in 18-s3 18-s4 36-s1 36-s2 36-s3 9-s1 9-s2; do
   timed "gate-two-epochs-k$run" gate_epochs "${run%-s*}" "${run#*-s}" 2
@@ -588,12 +582,9 @@ timed gate-epochs-k18-s1-e3 gate_epochs 18 1 3
 # lines "tuned-NAME-lrLR" in tuned-refit.txt (score_line.py: best = that model, last = the final)
 tune_refit() {  # tune_refit NAME PRUNED LR [SEED]: tuning seed SEED (data order), default 1
   local tag=$1-lr$3${4:+-s$4}
-  local name=tuned-$tag save=$WORK/tuned-refit/$tag out=$OUT/tuned-refit.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
+  finetune_line "tuned-$tag" "$WORK/tuned-refit/$tag" "$OUT/tuned-refit.txt" \
     --pruned "$2" --teacher "$BASE" --max-update 535 --dropout 0.1 --average-last 1 --seed "${4:-1}" \
     --train-args "--train-only out_proj,fc2 --distill-weight 1 --distill-hidden-weight 1 --max-tokens 1024 --lr $3 --warmup-updates 0"
-  touch "$out"
-  grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
 }
 for lr in 1e-4 5e-4 1e-3; do
   timed "tuned-refit-imp36-lr$lr" tune_refit imp36 "$WORK/sweep/runs/importance+rec-k36/pruned.pt" $lr
@@ -608,10 +599,8 @@ done
 timed tuned-refit-imp36-lr5e-4-s2 tune_refit imp36 "$WORK/sweep/runs/importance+rec-k36/pruned.pt" 5e-4 2
 timed tuned-refit-imp18-lr5e-4-s2 tune_refit imp18 "$WORK/sweep/runs/importance+rec-k18/pruned.pt" 5e-4 2
 ft_tuned() {  # ft_tuned NAME: the recipe's fine-tune of tuned-refit/NAME's model
-  local save=$WORK/tuned-refit/ft-$1 out=$OUT/tuned-refit.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "ft-tuned-$1" "$save" "$DATA" --data "$DATA" \
+  finetune_line "ft-tuned-$1" "$WORK/tuned-refit/ft-$1" "$OUT/tuned-refit.txt" \
     --pruned "$WORK/tuned-refit/$1/pruned.pt" --seed 1
-  grep -q "^ft-tuned-$1:" "$out" || cat "$save/summary.line" >> "$out"
 }
 timed tuned-refit-ft-imp18 ft_tuned imp18-lr5e-4
 
@@ -698,10 +687,8 @@ ft_tuned_default() {  # ft_tuned_default K GATESEED [FTSEED]: fine-tune seed FTS
   local dir=k$1 ft=${3:-1} suffix=""
   [[ $2 == 1 ]] || dir=k$1-s$2
   [[ $ft == 1 ]] || suffix=-f$ft
-  local save=$WORK/tuned-default/ft-$dir$suffix out=$OUT/tuned-default.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "ft-k$1-s$2$suffix" "$save" "$DATA" --data "$DATA" \
+  finetune_line "ft-k$1-s$2$suffix" "$WORK/tuned-default/ft-$dir$suffix" "$OUT/tuned-default.txt" \
     --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed "$ft"
-  grep -q "^ft-k$1-s$2$suffix:" "$out" || cat "$save/summary.line" >> "$out"
 }
 for seed in 2 3; do
   for k in 36 18 9; do timed "tuned-default-ft-k$k-s$seed" ft_tuned_default "$k" "$seed"; done
@@ -715,10 +702,8 @@ timed tuned-default-ft-k18-s1 ft_tuned_default 18 1
 # of the one command's models (lines "ft-kK-sG-fF"), and head importance's one command at
 # K = 18 (tuning seeds 1-3) with the recipe's fine-tune of each (lines "ft-imp18-sS")
 ft_importance_tuned() {  # ft_importance_tuned K SEED: fine-tune of importance's one command
-  local save=$WORK/importance-tuned/ft-imp$1-s$2 out=$OUT/tuned-default.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "ft-imp$1-s$2" "$save" "$DATA" --data "$DATA" \
+  finetune_line "ft-imp$1-s$2" "$WORK/importance-tuned/ft-imp$1-s$2" "$OUT/tuned-default.txt" \
     --pruned "$WORK/importance-tuned/imp$1-s$2.pt" --seed 1
-  grep -q "^ft-imp$1-s$2:" "$out" || cat "$save/summary.line" >> "$out"
 }
 for seed in 1 2 3; do timed "tuned-default-ft-k18-s$seed-f2" ft_tuned_default 18 "$seed" 2; done
 for seed in 1 2 3; do
@@ -752,9 +737,7 @@ train_on() {  # train_on NAME FROM SAVE PRUNED UPDATES OUT: FROM's fine-tune tra
     cp -p "$from"/checkpoint_*.pt "$from"/model.args "$from"/train.log "$from"/.done "$save.tmp"/
     mv "$save.tmp" "$save"
   fi
-  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
-    --pruned "$pruned" --seed 1 --max-update "$updates"
-  touch "$out" && grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
+  finetune_line "$name" "$save" "$out" --pruned "$pruned" --seed 1 --max-update "$updates"
 }
 ft_budget() {  # ft_budget K GATESEED UPDATES FROM: FROM's fine-tune trained on to UPDATES
   local dir=k$1
@@ -786,16 +769,14 @@ ft_lr() {  # ft_lr K GATESEED LR [FTSEED]: the recipe's fine-tune at constant le
   local dir=k$1 ft=${4:-1} suffix=""
   [[ $2 == 1 ]] || dir=k$1-s$2
   [[ $ft == 1 ]] || suffix=-f$ft
-  local name=ft-k$1-s$2$suffix-lr$3 save=$WORK/tuned-default/ft-$dir$suffix-lr$3 out=$OUT/finetune-lr.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
-    --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed "$ft" --train-args "--lr $3"
-  touch "$out" && grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
+  finetune_line "ft-k$1-s$2$suffix-lr$3" "$WORK/tuned-default/ft-$dir$suffix-lr$3" \
+    "$OUT/finetune-lr.txt" --pruned "$WORK/tuned-default/$dir/pruned.pt" --seed "$ft" \
+    --train-args "--lr $3"
 }
 ft_importance_lr() {  # ft_importance_lr K SEED LR: importance's one command fine-tuned at LR
-  local name=ft-imp$1-s$2-lr$3 save=$WORK/importance-tuned/ft-imp$1-s$2-lr$3 out=$OUT/finetune-lr.txt
-  bash "$ROOT/bench/finetune_and_score.sh" "$name" "$save" "$DATA" --data "$DATA" \
-    --pruned "$WORK/importance-tuned/imp$1-s$2.pt" --seed 1 --train-args "--lr $3"
-  touch "$out" && grep -q "^$name:" "$out" || cat "$save/summary.line" >> "$out"
+  finetune_line "ft-imp$1-s$2-lr$3" "$WORK/importance-tuned/ft-imp$1-s$2-lr$3" \
+    "$OUT/finetune-lr.txt" --pruned "$WORK/importance-tuned/imp$1-s$2.pt" --seed 1 \
+    --train-args "--lr $3"
 }
 ft_importance_budget() {  # ft_importance_budget K SEED UPDATES: stage 6aa's fine-tune trained on
   train_on "ft-imp$1-s$2-u$3" "$WORK/importance-tuned/ft-imp$1-s$2" \

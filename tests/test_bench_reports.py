@@ -890,3 +890,7 @@ def test_importance_longer_finetune_and_learning_rate_rows(tmp_path):
             "in 3 | +0.20 (+0.00), test up in 1 of 1, valid in 0 |") in table  # fmt: skip
     assert ("| head importance: mean change against 3e-4 | | | | | +0.30 (+0.30), test up in 1 "
             "of 1, valid in 1 |  |") in table  # fmt: skip
+    # against the default (5e-4) on the same run: 1e-3's 39.4 (39.6) against 39.9 (40.2)
+    both = next(row for row in table if row.startswith("| both:"))
+    assert both == ("| both: mean change against 5e-4 (the same start and fine-tune seed) "
+                       "| | | | |  | -0.50 (-0.60), test up in 0 of 1, valid in 0 |")  # fmt: skip
