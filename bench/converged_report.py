@@ -348,7 +348,7 @@ def _against_default(lrs: dict, cols: list) -> list:
 
 
 def _mean_change(changes: list) -> str:
-    """"+T (+V), test up in A of N, valid in B" over the (test, valid) changes that are there."""
+    """The cell "+T (+V), test up in A of N, valid in B" of the (test, valid) changes given."""
     d = [c for c in changes if c]
     if not d:
         return ""
