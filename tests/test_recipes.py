@@ -591,10 +591,15 @@ def test_evaluate_decodes_again_when_the_call_changes(sweep, tmp_path):
     assert "translate test" in evaluate(other, "--beam", "1")  # older than the score, not its model
     assert json.loads((out / "score.json").read_text())["checkpoint"] == str(other)
     assert "translate valid" in evaluate(other, "--beam", "1", "--subset", "valid")
-    # a score from before decode.args existed: reused for its own checkpoint only
+    # a score from before decode.args existed: reused for its own checkpoint, beam and subset
+    # (the last two read from fairseq-generate's logged configuration) only
     (out / "decode.args").unlink()
-    assert "up to date" in evaluate(other, "--beam", "1")
-    assert not (out / "decode.args").exists()  # its settings are not known
+    assert "up to date" in evaluate(other, "--beam", "1", "--subset", "valid")
+    assert not (out / "decode.args").exists()  # its --gen-args are not known
+    assert "translate valid" in evaluate(other, "--subset", "valid")  # beam 5, not 1
+    (out / "decode.args").unlink()
+    assert "translate test" in evaluate(other)  # the subset
+    (out / "decode.args").unlink()
     assert "translate test" in evaluate(ckpt)
     assert (out / "decode.args").read_text().splitlines()[1:] == [
         "subset test",

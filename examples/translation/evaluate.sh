@@ -11,6 +11,8 @@
 # --gen-args  more fairseq-generate arguments (e.g. --max-len-b 50 --batch-size 32 --cpu)
 # Skipped when OUT/score.json is newer than the checkpoint and was made by the same call
 # (checkpoint, subset, beam, --gen-args: recorded in OUT/decode.args); any change decodes again.
+# (A folder scored before decode.args existed is reused for the same checkpoint, beam and
+# subset, read from fairseq-generate's logged configuration in OUT/gen.log.)
 # --required-batch-size-multiple 1: with fairseq's default (8) batching drops the last
 # (N mod 8) sentences of the test set (fairseq issues #5036, #5351).
 #
@@ -53,9 +55,16 @@ up_to_date() {
   [[ -s $OUT/score.json && $OUT/score.json -nt $CKPT ]] || return 1
   if [[ -f $OUT/decode.args ]]; then
     [[ $(< "$OUT/decode.args") == "$SETTINGS" ]]
-  else  # scored before decode.args existed: at least the same checkpoint path
-    python -c 'import json,os,sys; c = json.load(open(sys.argv[1])).get("checkpoint") or ""
-sys.exit(os.path.realpath(c) != os.path.realpath(sys.argv[2]))' "$OUT/score.json" "$CKPT"
+  else  # scored before decode.args existed: the same checkpoint, and the beam and subset in
+    # the configuration fairseq-generate logged (its --gen-args cannot be told apart)
+    python - "$OUT/score.json" "$CKPT" "$OUT/gen.log" "$BEAM" "$SUBSET" <<'EOF'
+import json, os, sys
+score, ckpt, log, beam, subset = sys.argv[1:]
+scored = json.load(open(score)).get("checkpoint") or ""
+config = open(log, encoding="utf-8", errors="replace").read() if os.path.isfile(log) else ""
+sys.exit(not (os.path.realpath(scored) == os.path.realpath(ckpt)
+              and f"'beam': {beam}," in config and f"'gen_subset': '{subset}'," in config))
+EOF
   fi
 }
 if up_to_date; then
