@@ -795,6 +795,19 @@ done
 for seed in 1 2 3; do timed "finetune-lr-k18-s$seed-lr1e-3" ft_lr 18 "$seed" 1e-3; done
 for seed in 1 2 3; do timed "finetune-lr-imp36-s$seed-lr5e-4" ft_importance_lr 36 "$seed" 5e-4; done
 for seed in 2 3; do timed "finetune-lr-imp9-s$seed-lr5e-4" ft_importance_lr 9 "$seed" 5e-4; done
+# (session 28) 1e-3 on the cells of the 5e-4 decision: DSP's K = 18 with fine-tune seed 2,
+# importance's one command at every K, DSP's K = 36 and 9 with fine-tune seeds 1 and 2; the
+# rule (fixed before these runs, RESULTS "The fine-tune's learning rate") pairs each with 5e-4
+for seed in 1 2 3; do timed "finetune-lr-k18-s$seed-f2-lr1e-3" ft_lr 18 "$seed" 1e-3 2; done
+for seed in 1 2 3; do timed "finetune-lr-imp18-s$seed-lr1e-3" ft_importance_lr 18 "$seed" 1e-3; done
+for k in 36 9; do
+  for seed in 2 3; do timed "finetune-lr-k$k-s$seed-lr1e-3" ft_lr "$k" "$seed" 1e-3; done
+done
+for seed in 1 2 3; do timed "finetune-lr-imp36-s$seed-lr1e-3" ft_importance_lr 36 "$seed" 1e-3; done
+for seed in 2 3; do timed "finetune-lr-imp9-s$seed-lr1e-3" ft_importance_lr 9 "$seed" 1e-3; done
+for k in 36 9; do
+  for seed in 2 3; do timed "finetune-lr-k$k-s$seed-f2-lr1e-3" ft_lr "$k" "$seed" 1e-3 2; done
+done
 for seed in 1 2 3; do timed "finetune-lr-k18-s$seed-f3-lr5e-4" ft_lr 18 "$seed" 5e-4 3; done
 for seed in 1 2 3; do timed "importance-budget-k18-s$seed-u810" ft_importance_budget 18 "$seed" 810; done
 
