@@ -292,7 +292,7 @@ def learning_rate_lines(tuned_ft_lines: dict, lrs_by_start: dict) -> list:
     cols = sorted({lr for lrs in lrs_by_start.values() for lr in lrs}, key=float)
     if not cols:
         return []
-    against_default: list = []
+    against_default: dict = {lr: [] for lr in cols if lr != DEFAULT_FT_LR}
     out = [
         "| one command | K | seed | fine-tune seed | 3e-4 (the recipe's until session 27) | "
         + " | ".join(lr + (" (since)" if lr == DEFAULT_FT_LR else "") for lr in cols)
@@ -306,12 +306,14 @@ def learning_rate_lines(tuned_ft_lines: dict, lrs_by_start: dict) -> list:
         for k, s, f in sorted(runs, key=lambda r: (-r[0], r[1], r[2])):
             name = f"ft-{start}{k}-s{s}" + (f"-f{f}" if f > 1 else "")
             base = tuned_ft_lines.get(name, {}).get("best")
-            cells = []
-            for lr in cols:
-                got = dict(lrs.get(lr, {}).get(k, [])).get((f, s))
-                cells.append(f"{got[0]:.2f} ({got[1]:.2f})" if got else "")
-                if got and base:
-                    paired[lr].append((got[0] - base[0], got[1] - base[1]))
+            got = {lr: dict(lrs.get(lr, {}).get(k, [])).get((f, s)) for lr in cols}
+            cells = [f"{g[0]:.2f} ({g[1]:.2f})" if g else "" for g in got.values()]
+            default = got.get(DEFAULT_FT_LR)
+            for lr, g in got.items():
+                if g and base:
+                    paired[lr].append((g[0] - base[0], g[1] - base[1]))
+                if g and default and lr in against_default:
+                    against_default[lr].append((g[0] - default[0], g[1] - default[1]))
             first = f"{base[0]:.2f} ({base[1]:.2f})" if base else ""
             out.append(
                 f"| {names[start]} | {k} | {s} | {f} | {first} | " + " | ".join(cells) + " |"
@@ -320,36 +322,20 @@ def learning_rate_lines(tuned_ft_lines: dict, lrs_by_start: dict) -> list:
         out.append(
             f"| {names[start]}: mean change against 3e-4 | | | | | " + " | ".join(change) + " |"
         )
-        against_default.extend(_against_default(lrs, cols))
-    if any(against_default):
+    if any(against_default.values()):
         # the question once a rate is the default: does another one beat it? Pooled over both
         # one commands, as the decision rule of stage 6ac reads it
         out.append(
             f"| both: mean change against {DEFAULT_FT_LR} (the same start and fine-tune seed) "
             "| | | | | "
-            + " | ".join(_mean_change([d[i] for d in against_default]) for i in range(len(cols)))
+            + " | ".join(_mean_change(against_default.get(lr, [])) for lr in cols)
             + " |"
         )
     return out
 
 
-def _against_default(lrs: dict, cols: list) -> list:
-    """For each run at the default rate: per column, the (test, valid) change of the same run
-    (start, K, seed, fine-tune seed) at that column's rate, or None."""
-    base = {(k, f, s): got for k, rs in lrs.get(DEFAULT_FT_LR, {}).items() for (f, s), got in rs}
-    rows = []
-    for (k, f, s), b in base.items():
-        row = []
-        for lr in cols:
-            got = dict(lrs.get(lr, {}).get(k, [])).get((f, s))
-            row.append((got[0] - b[0], got[1] - b[1]) if got and lr != DEFAULT_FT_LR else None)
-        rows.append(row)
-    return rows
-
-
-def _mean_change(changes: list) -> str:
-    """The cell "+T (+V), test up in A of N, valid in B" of the (test, valid) changes given."""
-    d = [c for c in changes if c]
+def _mean_change(d: list) -> str:
+    """The cell "+T (+V), test up in A of N, valid in B" of the (test, valid) changes D."""
     if not d:
         return ""
     return (
