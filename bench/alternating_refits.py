@@ -114,6 +114,7 @@ def main() -> int:
              "--base", args.base, "--heads-to-keep", str(args.heads_to_keep), "--save-dir", gates,
              "--preset", args.preset, "--seed", str(args.seed), "--recovery", "none",
              "--validate-interval", "0", "--anneal-updates", str(epoch),
+             "--importance-args", "--granularity token",  # the gate init it measured
              "--train-args", f"--max-update {updates}"],
             check=True,
         )  # fmt: skip

@@ -43,7 +43,7 @@ def run(args, jobs: int, scores: str, threads: int) -> dict:
         "--heads-to-keep", str(args.heads_to_keep), "--save-dir", out, "--preset", "cpu-small",
         "--recovery", "best",  # what it measured (the default until session 23)
         "--restarts", str(args.restarts), "--restart-jobs", str(jobs),
-        "--importance-scores", scores,
+        "--importance-scores", scores, "--importance-args", "--granularity token",
         "--train-args", f"--max-update {args.updates} --log-interval 6 {args.train_args}",
     ]  # fmt: skip
     print(

@@ -144,9 +144,14 @@ fi
 # session 14, now 0.1: stage 6o), learning rate 3e-4 (the default until session 27: stage 6ac)
 # and kept the best checkpoint (the default until session 15, now the average of the last 3:
 # stage 6q), so the stages that made them keep all three
-SWEEP_DEFAULTS=(--data "$DATA" --base "$BASE" --preset cpu-small --valid
-                --importance-args "--max-batches 20" --finetune-updates 270 --finetune-dropout 0.2
-                --finetune-lr 3e-4 --finetune-average-last 1)
+# The gate runs of sessions 11-28 (every stage before 6ad) kept as they ran: head importance per
+# token for the gate init, validation every 54 updates (a tenth of the 535-update epoch) from the
+# start; since session 29 the recipes score per sentence and validate in the second half only
+OLD_GATES=(--validate-interval 54 --importance-args "--granularity token")
+OLD_PICK_K=(--gate-args "--validate-after-updates 0" --importance-args "--granularity token")
+SWEEP_DEFAULTS=(--data "$DATA" --base "$BASE" --preset cpu-small --valid --validate-interval 54
+                --importance-args "--max-batches 20 --granularity token" --finetune-updates 270
+                --finetune-dropout 0.2 --finetune-lr 3e-4 --finetune-average-last 1)
 SWEEP=("${SWEEP_DEFAULTS[@]}" --gate-objective labels)
 sweep_rows() { bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --no-plots "$@"; }
 side_folder() {  # side_folder DIR [ROW...]: a sweep folder beside the table, with its baseline
@@ -176,7 +181,7 @@ timed rows-ft sweep_rows --ks 18,36,9 --methods dsp+ft,importance+ft,hard-concre
 # 4. the K a user gets from dsp-pick-k at 0.5 BLEU below unpruned on valid
 # (with the default recovery, reconstruction, since issue 17; pick-k/ was --recovery none)
 timed pick-k dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-rec" --tolerance 0.5 \
-  --gate-objective labels --recovery reconstruct
+  --gate-objective labels --recovery reconstruct "${OLD_PICK_K[@]}"
 
 # 5. joint DSP at K = 18, as many updates as the baseline made
 # (the shared baseline holds its best checkpoint only: its update count, 2,565 of 2,700)
@@ -271,7 +276,7 @@ timed impinit-k9 default_gates impinit-k9 9 1 dsp,dsp+rec,dsp+best "--gate-init-
 timed gatelr1e4-k36 default_gates gatelr1e4-k36 36 1 dsp,dsp+rec,dsp+best "--lr 1e-4"
 timed gatelr1e4-k18 default_gates gatelr1e4-k18 18 1 dsp,dsp+rec,dsp+best "--lr 1e-4"
 timed pick-k-best dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-best" --tolerance 0.5 \
-  --gate-init none
+  --gate-init none "${OLD_PICK_K[@]}"
 timed gate-cost python "$ROOT/bench/gate_cost.py" --data "$DATA" --base "$BASE" --out "$WORK/gate-cost"
 
 # 6f. session 8: second runs of the importance-initialised gates at K = 36 and 9 (the recipes'
@@ -298,7 +303,8 @@ recipe_gates() {  # recipe_gates NAME KS SEED METHODS
 }
 timed impinit-k18-s3 recipe_gates impinit-k18-s3 18 3 dsp,dsp+rec,dsp+best,dsp+best+ft
 timed impinit-k36-s3 recipe_gates impinit-k36-s3 36 3 dsp,dsp+rec,dsp+best
-timed pick-k-impinit dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-impinit" --tolerance 0.5
+timed pick-k-impinit dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-impinit" --tolerance 0.5 \
+  "${OLD_PICK_K[@]}"
 
 # 6h. session 9: the refit shrunk towards the weights the pruned model has instead of zero
 # (dsp-reconstruct --ridge-toward current): the importance rows (the unpruned weights) and the
@@ -456,7 +462,7 @@ gate_layers() {  # gate_layers K SEED
   local name=g$1-s$2 save=$WORK/gate-layers/g$1-s$2 out=$OUT/gate-layer-distillation.txt
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
     --save-dir "$save" --preset cpu-small --seed "$2" --train-args "--distill-hidden-weight 1" \
-    --recovery best --importance-scores "$WORK/sweep-imp36ft/importance.json"
+    --recovery best --importance-scores "$WORK/sweep-imp36ft/importance.json" "${OLD_GATES[@]}"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
   touch "$out"
   grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
@@ -515,7 +521,7 @@ gate_default() {  # gate_default K SEED
   local name=g$1-s$2 save=$WORK/gate-default/g$1-s$2 out=$OUT/gate-default-seeds.txt
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
     --save-dir "$save" --preset cpu-small --seed "$2" --recovery best \
-    --importance-scores "$WORK/sweep-imp36ft/importance.json"
+    --importance-scores "$WORK/sweep-imp36ft/importance.json" "${OLD_GATES[@]}"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
   touch "$out"
   grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
@@ -551,7 +557,7 @@ gate_epochs() {  # gate_epochs K SEED EPOCHS
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
     --save-dir "$save" --preset cpu-small --seed "$2" --gate-epochs "$3" \
     --train-args "--distill-hidden-weight 1" --recovery best \
-    --importance-scores "$WORK/sweep-imp36ft/importance.json"
+    --importance-scores "$WORK/sweep-imp36ft/importance.json" "${OLD_GATES[@]}"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/pruned.pt" --out "$save/test" --subset test
   touch "$out"
   grep -q "^$name:" "$out" || python "$ROOT/bench/score_line.py" --gate "$name" "$save" >> "$out"
@@ -614,12 +620,12 @@ timed tuned-refit-gate18-s3-lr5e-4 tune_refit gate18-s3 "$WORK/gate-layers/g18-s
 timed tuned-refit-imp18-lr5e-4-s3 tune_refit imp18 "$WORK/sweep/runs/importance+rec-k18/pruned.pt" 5e-4 3
 timed tuned-refit-ft-gate18-s2 ft_tuned gate18-s2-lr5e-4
 timed pick-k-tuned dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-tuned" --tolerance 0.5 \
-  --recovery tuned
+  --recovery tuned "${OLD_PICK_K[@]}"
 
 # 6x. session 22: dsp-pick-k with every default again, now that it refines between the H/8
 # grid's last failing and first passing K one head at a time (--refine-step 1)
 timed pick-k-refined dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-refined" \
-  --tolerance 0.5
+  --tolerance 0.5 "${OLD_PICK_K[@]}"
 
 # 6y. session 22: the README's one command (default gates, seed 1) with --recovery tuned at
 # K = 36, 18 and 9, the untuned start (SAVE_DIR/pruned.untuned.pt) and the tuned run both decoded
@@ -627,24 +633,34 @@ timed pick-k-refined dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-
 field() {  # field FILE KEY[.KEY...]: a value of a JSON file (a float to 2 decimals)
   python -c 'import functools,json,sys; v=functools.reduce(lambda d, k: d[k], sys.argv[2].split("."), json.load(open(sys.argv[1]))); print("%.2f" % v if isinstance(v, float) else v)' "$1" "$2"
 }
-tuned_default() {  # tuned_default K [SEED]: the gate seed (default 1; folder kK, else kK-sSEED)
-  local seed=${2:-1} dir=k$1
-  [[ $seed == 1 ]] || dir=k$1-s$seed
-  local save=$WORK/tuned-default/$dir out=$OUT/tuned-default.txt m ckpt line
-  bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
-    --save-dir "$save" --preset cpu-small --recovery tuned --seed "$seed" \
-    --importance-scores "$WORK/pick-k-refined/importance.json"
-  line="k$1-s$seed: recovery best -> $(field "$save/recovery.json" chosen)"
+one_command() {  # one_command NAME K SEED [PRUNE-PIPELINED ARGS...]: the README's one command
+  # (prune-pipelined.sh --recovery tuned, gate seed SEED) in WORK/NAME/kK (kK-sSEED for seeds
+  # other than 1), its wall time (one command N s: the call that finished it), then the tuning's
+  # start (SAVE_DIR/pruned.untuned.pt) and the tuned run decoded on test; one line in OUT/NAME.txt
+  local name=$1 k=$2 seed=$3 dir=k$2 start=$SECONDS took m ckpt line
+  shift 3
+  [[ $seed == 1 ]] || dir=k$k-s$seed
+  local save=$WORK/$name/$dir out=$OUT/$name.txt
+  bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
+    --save-dir "$save" --preset cpu-small --recovery tuned --seed "$seed" "$@"
+  took=$(( SECONDS - start ))
+  line="k$k-s$seed: recovery best -> $(field "$save/recovery.json" chosen)"
   for m in untuned tuned; do
     ckpt=$save/pruned.untuned.pt
     [[ $m == tuned ]] && ckpt=$save/tuned/run/pruned.pt
     bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$ckpt" --out "$save/eval-test-$m"
     line+="; $m test $(field "$save/eval-test-$m/score.json" sacrebleu)"
-    line+=" valid $(field "$save/tuned/valid-$m/score.json" sacrebleu)"
+    line+=" valid $(field "$save/tuned/tune.json" "valid_sacrebleu.$m")"
   done
-  line+="; kept $(field "$save/tuned/tune.json" chosen)"
+  line+="; kept $(field "$save/tuned/tune.json" chosen); one command $took s"
   touch "$out"
-  grep -q "^k$1-s$seed:" "$out" || echo "$line" >> "$out"
+  grep -q "^k$k-s$seed:" "$out" || echo "$line" >> "$out"
+}
+# tuned_default K [SEED]: stages 6y-6z's one command, with the gate init and the validations of
+# sessions 22-28 (per-token importance scores, computed once; validation from the start)
+tuned_default() {
+  one_command tuned-default "$1" "${2:-1}" --importance-scores "$WORK/pick-k-refined/importance.json" \
+    "${OLD_GATES[@]}"
 }
 timed tuned-default-k36 tuned_default 36
 timed tuned-default-k18 tuned_default 18
@@ -810,6 +826,27 @@ for k in 36 9; do
 done
 for seed in 1 2 3; do timed "finetune-lr-k18-s$seed-f3-lr5e-4" ft_lr 18 "$seed" 5e-4 3; done
 for seed in 1 2 3; do timed "importance-budget-k18-s$seed-u810" ft_importance_budget 18 "$seed" 810; done
+
+# 6ad. session 29: the one command in under 10 minutes. The README's one command with every
+# default (prune-pipelined.sh --recovery tuned: the gate init from per-sentence importance scores,
+# computed in the run; validation in the gate run's second half only; the tuning's start not
+# decoded twice), gate seeds 1-3 at K = 36, 18 and 9, each alone on the machine; lines as in 6y
+# with the command's wall time, in fast-default.txt
+for seed in 1 2 3; do
+  for k in 36 18; do timed "fast-default-k$k-s$seed" one_command fast-default "$k" "$seed"; done
+done
+for seed in 1 2 3; do timed "fast-default-k9-s$seed" one_command fast-default 9 "$seed"; done
+# and the recipe's fine-tune (its learning rate 5e-4, fine-tune seed 1) of those models: lines
+# "ft-kK-sG" (G: the gate seed) in fast-default.txt
+ft_fast_default() {  # ft_fast_default K GATESEED
+  local dir=k$1
+  [[ $2 == 1 ]] || dir=k$1-s$2
+  finetune_line "ft-k$1-s$2" "$WORK/fast-default/ft-$dir" "$OUT/fast-default.txt" \
+    --pruned "$WORK/fast-default/$dir/pruned.pt" --seed 1 --lr 5e-4
+}
+for k in 18 36 9; do
+  for seed in 1 2 3; do timed "fast-default-ft-k$k-s$seed" ft_fast_default "$k" "$seed"; done
+done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

@@ -38,7 +38,8 @@ scores=${SCORES:-$WORK/importance.json}
 [[ -z $SCORES || -f $SCORES ]] || { echo "run_layout_recovery.sh: --importance $SCORES does not exist" >&2; exit 1; }
 [[ -f $scores ]] || dsp-importance --path "$BASE" --data "$DATA/bin" --max-batches 20 --output "$scores"
 bash "$R/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$K" --save-dir "$WORK/dsp-seed$SEED" \
-  --preset cpu-small --seed "$SEED" --recovery none --train-args "--heads-per-attention $LAYOUT"
+  --preset cpu-small --seed "$SEED" --recovery none --importance-args "--granularity token" \
+  --train-args "--heads-per-attention $LAYOUT --validate-after-updates 0"  # the gate runs of sessions 11-28
 [[ -f $WORK/importance.pt ]] || dsp-strip --input "$BASE" --output "$WORK/importance.pt" \
   --importance "$scores" --heads-per-attention "$LAYOUT"
 : > "$WORK/summary.txt"

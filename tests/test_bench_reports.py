@@ -760,6 +760,52 @@ def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
     )
 
 
+def test_fast_one_command_goal_needs_the_bleu_and_every_run_under_ten_minutes(tmp_path):
+    """fast-default.txt (stage 6ad): tuned-default.txt's "kK-sS" lines with the one command's
+    wall time at the end; the retraining-free goal of the session-29 default is met only when
+    the mean BLEU is within the limits at H/2 and H/4 and every run there took under 600 s."""
+    write_importance_rec(tmp_path, 36, 37.0, 37.5)
+    fast = tmp_path / "fast-default.txt"
+
+    def goal(*lines):
+        fast.write_text("# header\n" + "".join(f"{line}\n" for line in lines))
+        text = report_text(tmp_path)
+        return next(
+            g for g in text.splitlines() if "the recipes' default since session 29, the one" in g
+        )
+
+    k36 = ("k36-s{}: recovery best -> reconstruct; untuned test 37.0 valid 38.0; tuned test {} "
+           "valid 39.0; kept tuned; one command {} s")  # fmt: skip
+    k18 = ("k18-s{}: recovery best -> none; untuned test 35.0 valid 34.0; tuned test {} "
+           "valid 37.0; kept tuned; one command {} s")  # fmt: skip
+    row = goal(k36.format(1, 38.5, 540), k36.format(2, 38.1, 580), k18.format(1, 36.0, 512))
+    # the unpruned 40.0: H/2 38.3 (1.70 below), H/4 36.0 (4.00 below); 512-580 s
+    assert "H/2: 38.30 (mean of 2), 1.70 below (limit 2.0); H/4: 36.00, 4.00 below" in row
+    assert "the one command 512-580 s over 3 runs (limit 600 s) | met |" in row
+    # the tuning's starts in the same lines: --recovery best since session 29
+    best = next(g for g in report_text(tmp_path).splitlines() if "`--recovery best` since" in g)
+    assert "H/2: 37.00 (mean of 2), 3.00 below (limit 2.0); H/4: 35.00, 5.00 below" in best
+    # one run over 10 minutes: not met, though the BLEU is
+    row = goal(k36.format(1, 38.5, 540), k36.format(2, 38.1, 601), k18.format(1, 36.0, 512))
+    assert "the one command 512-601 s over 3 runs (limit 600 s) | **not met** |" in row
+    # in time, the BLEU short at H/2
+    row = goal(k36.format(1, 37.5, 540), k18.format(1, 36.0, 512))
+    assert "H/2: 37.50, 2.50 below (limit 2.0)" in row and row.endswith("| **not met** |")
+    # the rows of the table: the kept models
+    label = "`--recovery tuned`) (the recipes' default since session 29"
+    row = next(line for line in report_text(tmp_path).splitlines() if label in line)
+    assert "| 36.00 (35.00) |" not in row and "| 37.50 (39.00) |" in row
+    # its "ft-kK-sG" lines: the recipe's fine-tune of gate seed G's model (its average)
+    fast.write_text(
+        fast.read_text()
+        + "ft-k18-s1: best test 39.5 valid 39.8; last test 39.7 valid 39.9; valid loss 3.9\n"
+    )
+    row = next(
+        g for g in report_text(tmp_path).splitlines() if "since session 29 + the recipe's" in g
+    )
+    assert "H/2: not run; H/4: 39.50, 0.50 below (limit 1.0); H/8: not run" in row
+
+
 def test_finetune_budget_table_plot_and_goal(tmp_path):
     """finetune-budget.txt's "ft-kK-sG-uN" lines continue tuned-default.txt's 270-update
     fine-tunes "ft-kK-sG" (fine-tune seed 1): a row per start, the means over the starts

@@ -501,9 +501,12 @@ def test_dsp_gates_train_on_kl_to_the_base_with_the_output_layers(sweep):
     work, _ = sweep
     log = (work / "sweep/runs/dsp-k12/train.log").read_text()
     assert "distill_kl" in log and "train_gates_with='out_proj,fc2'" in log
-    # started from head importance's scores: the sweep's one file, shared with its importance rows
-    scores = work / "sweep/importance.json"
+    # started from head importance's scores per sentence: the sweep's one file for its gate runs,
+    # apart from the per-token scores of importance rows (OUT/importance.json: none in this sweep)
+    scores = work / "sweep/gate-init-scores.json"
     assert f"gate_init_scores='{scores}'" in log and scores.is_file()
+    assert json.loads(scores.read_text())["metadata"]["granularity"] == "sentence"
+    assert not (work / "sweep/importance.json").exists()
     base = load_checkpoint(str(work / "baseline/checkpoint_best.pt"))["model"]
     gated = load_checkpoint(str(work / "sweep/runs/dsp-k12/checkpoint_last.pt"))["model"]
     moved = {k for k, v in base.items() if not torch.equal(v, gated[k])}
@@ -536,7 +539,7 @@ def test_labels_objective_trains_the_gates_alone(sweep, tmp_path):
     )  # fmt: skip
     log = (out / "train.log").read_text()
     assert "distill_kl" not in log and "'_name': 'dsp_label_smoothed_cross_entropy'" in log
-    assert "gate_init_scores=None" in log and not (out / "importance.json").exists()
+    assert "gate_init_scores=None" in log and not (out / "gate-init-scores.json").exists()
     base = load_checkpoint(str(work / "baseline/checkpoint_best.pt"))["model"]
     gated = load_checkpoint(str(out / "checkpoint_last.pt"))["model"]
     assert all(torch.equal(v, gated[k]) for k, v in base.items())

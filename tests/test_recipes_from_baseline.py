@@ -256,18 +256,25 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     assert "heads kept: 6 of 36" in report
     # the defaults: distill gates, recovery best, the probe scored by the recipe's own choice
     assert result["recovery"] == "best" and result["gate_objective"] == "distill"
-    assert result["gate_init"] == "importance" and (tmp_path / "pk/importance.json").is_file()
+    assert result["gate_init"] == "importance"
+    scores = json.loads((tmp_path / "pk/gate-init-scores.json").read_text())
+    assert scores["metadata"]["granularity"] == "sentence"  # the gate init's: per sentence
     assert result["gate_epochs"] == 1 and "1 epoch(s) on" in proc.stdout
     assert result["refine_step"] == 1 and "refining" not in proc.stdout  # K = 6 is the smallest
     log = (probe / "train.log").read_text()
     assert "distill_kl" in log
-    # validated every N updates (--validate-interval auto: a tenth of the epoch, here 2),
-    # one interval checkpoint kept (--keep-interval-updates 1) besides best and last
+    # validated every N updates (--validate-interval auto: a tenth of the epoch, here 2) in
+    # the second half of the epoch only, and at its end; one interval checkpoint kept
+    # (--keep-interval-updates 1) besides best and last
     interval = int(re.search(r"validation every (\d+) updates", proc.stdout)[1])
     valid = [json.loads(line.split("| valid | ")[1]) for line in log.splitlines()
              if "| valid | " in line]  # fmt: skip
     updates = [int(v["valid_num_updates"]) for v in valid]
-    assert len(updates) >= 3 and updates == [interval * (i + 1) for i in range(len(updates))]
+    end = updates[-1]  # the end of the one epoch
+    assert f"'validate_after_updates': {end // 2}," in log
+    assert len(updates) >= 3 and updates == [
+        u for u in range(interval, end, interval) if u >= end // 2
+    ] + [end]
     assert len(list(probe.glob("checkpoint_1_*.pt"))) == 1
     # the best gates (lowest validation loss) are the ones stripped
     best = load_checkpoint(str(probe / "checkpoint_best.pt"))
@@ -341,8 +348,9 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
     for s, folder in runs.items():
         assert f"'seed': {s}," in (folder / "train.log").read_text()
         assert f"done: {folder}/pruned.pt" in (out / f"seed-{s}.log").read_text()
-        assert not (folder / "importance.json").exists()  # the shared one, computed once
-    assert (out / "importance.json").is_file() and proc.stdout.count("head importance of") == 1
+        assert not (folder / "gate-init-scores.json").exists()  # the shared one, computed once
+    assert (out / "gate-init-scores.json").is_file()
+    assert proc.stdout.count("head importance (sentence level) of") == 1
     bleu = {f"seed-{s}": json.loads((f / "valid/score.json").read_text())["sacrebleu"]
             for s, f in runs.items()}  # fmt: skip
     choice = json.loads((out / "restarts.json").read_text())
@@ -503,18 +511,27 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     proc = prune("--recovery", "retrained", check=False)
     assert proc.returncode != 0 and "--recovery must be reconstruct, tuned or none" in proc.stderr
 
-    def pipelined(save, *more):  # the default recovery: tuned
+    def pipelined(save, *more, scores="gate-init-scores.json", check=True):  # recovery: tuned
         return run(
             "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data", "--base", base,
             "--heads-to-keep", "8", "--save-dir", save, "--preset", "cpu-small",
             "--validate-interval", "0", "--gen-args", GEN, "--importance-scores",
-            tmp_path / "importance.json", "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3",
-            *more,
+            tmp_path / scores, "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3",
+            *more, check=check,
         )  # fmt: skip
 
+    # the gate init scores per sentence: importance's per-token file (written above) is
+    # refused, not reused, and nothing is trained
     save = tmp_path / "pipelined"
+    proc = pipelined(save, scores="importance.json", check=False)
+    assert proc.returncode != 0 and not (save / "checkpoint_last.pt").exists()
+    assert "holds token-level importance scores, this call needs sentence-level ones" in proc.stderr
     proc = pipelined(save)
+    scores = json.loads((tmp_path / "gate-init-scores.json").read_text())
+    assert scores["metadata"]["granularity"] == "sentence"
     choice = json.loads((save / "tuned/tune.json").read_text())
+    # the tuning's start was decoded on valid by the recovery's choice: not decoded again
+    assert not (save / "tuned/valid-untuned").exists() and (save / "tuned/valid-tuned").is_dir()
     assert (save / "pruned.pt").read_bytes() == (save / "tuned/pruned.pt").read_bytes()
     # the tuning's start is kept beside it: the recovery best chose it (its valid score)
     best = json.loads((save / "recovery.json").read_text())
@@ -543,6 +560,7 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
         choice["valid_sacrebleu"]["untuned"]
         == json.loads((save / "restarts.json").read_text())["valid_sacrebleu_chosen"]
     )
+    assert not (save / "tuned/valid-untuned").exists()
     assert (save / "pruned.pt").read_bytes() == (save / "tuned/pruned.pt").read_bytes()
     assert (save / "strip.txt").read_text().count("tuned refit kept on valid if better") == 1
     # a rerun tunes nothing again and ends with the same model and report

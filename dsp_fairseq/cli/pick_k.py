@@ -9,7 +9,7 @@ model and the raw references. Its bin/ is accepted too and stands for the corpus
 
 For a trained (unpruned) checkpoint, it prunes with pipelined DSP
 (``examples/translation/prune-pipelined.sh`` with its defaults, except the recovery: gates
-started from head importance's scores (computed once, OUT/importance.json) and trained on
+started from head importance's scores (per sentence, computed once, OUT/gate-init-scores.json) and trained on
 KL to the unpruned model with the output layers adapting, and the better on valid of the
 gate run's own weights and the refit against the unpruned model (``--recovery best``; the
 recipe's default, tuned, costs about 6 minutes more per probe); ``--gate-objective labels``
@@ -246,7 +246,14 @@ def main(argv=None) -> int:
         default=None,
         help="where the gate logits start (prune-pipelined.sh --gate-init; default: importance "
         "with --gate-objective distill, from head importance's scores computed once in "
-        "OUT/importance.json; none otherwise)",
+        "OUT/gate-init-scores.json; none otherwise)",
+    )
+    parser.add_argument(
+        "--importance-args",
+        default="",
+        help="more dsp-importance arguments for the gate init's scores (prune-pipelined.sh "
+        '--importance-args; e.g. "--granularity token" for the per-token scores of '
+        "sessions 11-28)",
     )
     parser.add_argument(
         "--recovery",
@@ -345,7 +352,8 @@ def main(argv=None) -> int:
                 "--seed", args.seed, "--train-args", args.gate_args,
                 "--gate-objective", args.gate_objective, "--recovery", args.recovery,
                 "--gate-init", args.gate_init,
-                "--importance-scores", os.path.join(args.out, "importance.json"),
+                "--importance-scores", os.path.join(args.out, "gate-init-scores.json"),
+                "--importance-args", args.importance_args,
                 "--gen-args", args.gen_args, "--restarts", args.restarts,
                 "--gate-epochs", args.gate_epochs,
             )  # fmt: skip
@@ -375,6 +383,7 @@ def main(argv=None) -> int:
         "recovery": args.recovery,
         "gate_objective": args.gate_objective,
         "gate_init": args.gate_init,
+        "importance_args": args.importance_args,
         "restarts": args.restarts,
         "gate_epochs": args.gate_epochs,
         "unpruned_valid_sacrebleu": base,

@@ -37,10 +37,16 @@
 #                                 the validation data, --gate-init-scores): the first test mask
 #                                 is importance's top-K and the gates move from there; better
 #                                 than none at H/4 and H/8 beyond the seed spread, level at
-#                                 H/2 (bench/RESULTS.md); dsp-importance adds a minute or two
+#                                 H/2 (bench/RESULTS.md). Scored per sentence (--granularity
+#                                 sentence: one backward pass per batch, 4 s on 2 cores; per
+#                                 token, 100 s, gave the same top-K at K = 9, 18 and 36 on the
+#                                 converged model, bench/RESULTS.md "The one command in
+#                                 under 10 minutes"); --importance-args "--granularity token"
+#                                 for the per-token scores of sessions 11-28
 #                     none        the gate type's own initialisation
 # --importance-scores FILE  where those scores are, or are written once (default
-#                   SAVE_DIR/importance.json; sweep.sh and dsp-pick-k share one file)
+#                   SAVE_DIR/gate-init-scores.json; sweep.sh and dsp-pick-k share one file);
+#                   a file of another granularity is refused, not reused
 # --importance-args  more dsp-importance arguments (e.g. --max-batches 20)
 # --gate-epochs N   epochs of gate training (default 1); the temperature anneals over all of
 #                   them. With layer distillation (--train-args "--distill-hidden-weight 1")
@@ -51,7 +57,12 @@
 # --l0-penalty      weight of the gate penalty (hard-concrete), per target token
 # --validate-interval N|auto  validate under the test mask (hard top-K) every N updates and
 #                   strip the gates of the best validation (checkpoint_best.pt); auto
-#                   (default) = a tenth of the epoch; 0 = only at the end of the epoch
+#                   (default) = a tenth of the epoch, in the second half of the run only
+#                   (--validate-after-updates; the temperature is still high before it: in
+#                   6 of the 7 runs of sessions 22-24 the best validation came later, the
+#                   seventh's tied a later one to the logged 3 decimals; 20-25 s saved;
+#                   --train-args "--validate-after-updates 0" validates from the start, as
+#                   sessions 11-28 did); 0 = only at the end of the epoch
 # --snapshot-interval N  also keep a checkpoint every N updates (for dsp-plot-gates);
 #                   validates at that interval too
 # --args-file F     model-shape arguments computed before by
@@ -62,8 +73,8 @@
 #                   valid better; in SAVE_DIR/tuned/, the model it started from in
 #                   SAVE_DIR/pruned.untuned.pt). The best measured recovery without a full
 #                   fine-tune at every K (over 3 gate seeds, bench/RESULTS.md "The one command
-#                   with the tuned refit"); it adds about 6 minutes on 2 CPU cores, about as
-#                   long again as the gate run;
+#                   with the tuned refit"); it adds 3-4 minutes on 2 CPU cores (one epoch
+#                   of training, one validation decode), a little less than the gate run;
 #                   best: strip twice, with the gate run's own weights and with the refit
 #                   below, score both on the validation set (sacreBLEU, evaluate.sh --subset
 #                   valid) and keep the better (its name in SAVE_DIR/recovery.json); no weight
@@ -161,7 +172,8 @@ case $OBJECTIVE in
 esac
 [[ -n $GATE_INIT ]] || { [[ $GATE == dsp && $OBJECTIVE == distill ]] && GATE_INIT=importance || GATE_INIT=none; }
 case $GATE_INIT in
-  importance) need_tool dsp-importance; SCORES=${SCORES:-$SAVE/importance.json} ;;
+  importance) need_tool dsp-importance; SCORES=${SCORES:-$SAVE/gate-init-scores.json}
+    IMP_ARGS="--granularity sentence $IMP_ARGS" ;;  # the user's --granularity comes later, wins
   none) ;;
   *) die "--gate-init must be importance or none, not '$GATE_INIT'" ;;
 esac
@@ -179,9 +191,12 @@ mkdir -p "$SAVE"
 # --recovery tuned: the tuned refit of SAVE_DIR/pruned.pt (tune-refit.sh, in SAVE_DIR/tuned),
 # put in its place when it decodes valid better; the model it started from stays as
 # SAVE_DIR/pruned.untuned.pt (as prune-importance.sh keeps PRUNED.untuned.pt); a rerun copies
-# and notes it only once
+# and notes it only once. tune_chosen [RUN]: RUN is the folder under SAVE_DIR whose valid-*/
+# scored the model (a restart's), so that the tuning does not decode it again.
 tune_chosen() {
   [[ $RECOVERY == tuned ]] || return 0
+  local scored
+  scored=$SAVE${1:+/$1}/valid-$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$SAVE/recovery.json")/score.json
   if [[ ! -f $SAVE/pruned.untuned.pt ]]; then
     rm -rf "$SAVE/tuned"  # a tuning without its start is another model's
     cp "$SAVE/pruned.pt" "$SAVE/pruned.untuned.pt.tmp"
@@ -189,7 +204,7 @@ tune_chosen() {
   fi
   bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$SAVE/pruned.untuned.pt" --base "$BASE" \
     --save-dir "$SAVE/tuned" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
-    || die "the tuned refit failed (see above); a rerun resumes it"
+    --untuned-score "$scored" || die "the tuned refit failed (see above); a rerun resumes it"
   if ! cmp -s "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt"; then
     cp "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt.tmp"
     mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
@@ -288,7 +303,7 @@ if [[ $RESTARTS -gt 1 ]]; then
       rm -f "$SAVE/$f"
     fi
   done
-  tune_chosen
+  tune_chosen "$chosen"
   grep -E '^(heads kept|parameters|recovery|restarts):' "$SAVE/strip.txt" | sed 's/^/  /'
   echo "done: $SAVE/pruned.pt"
   exit 0
@@ -304,6 +319,7 @@ if [[ ! -f $SAVE/.done ]]; then
   fi
   mapfile -t SHAPE < "$ARGS_FILE"
   [[ -n $ANNEAL ]] && SHAPE+=(--anneal-updates "$ANNEAL")
+  AFTER=()
   if [[ $VALIDATE == auto ]]; then
     max_tokens=$(last_value --max-tokens "${TRAIN_ALL[@]}")
     update_freq=$(last_value --update-freq "${TRAIN_ALL[@]}")
@@ -311,6 +327,8 @@ if [[ ! -f $SAVE/.done ]]; then
       --base "$BASE" --max-tokens "$max_tokens" --update-freq "${update_freq:-1}") \
       || die "cannot count the updates of one epoch of $DATA/bin (see above)"
     VALIDATE=$(( (epoch + 9) / 10 ))
+    # not in the first half of the run (before the user's arguments: theirs win)
+    [[ $SNAP -gt 0 ]] || AFTER=(--validate-after-updates $(( EPOCHS * epoch / 2 )))
   fi
   [[ $SNAP =~ ^[0-9]+$ && $VALIDATE =~ ^[0-9]+$ ]] \
     || die "--snapshot-interval and --validate-interval take a number of updates"
@@ -326,14 +344,14 @@ if [[ ! -f $SAVE/.done ]]; then
     importance_scores "$BASE" "$DATA" "$SCORES" "$IMP_ARGS"  # the gates' starting logits
     INIT_ARGS=(--gate-init-scores "$SCORES")
   fi
-  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates, $EPOCHS epoch(s) on $BASE -> $SAVE"
+  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates${AFTER[1]:+ from update ${AFTER[1]}}, $EPOCHS epoch(s) on $BASE -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     "${SCHEDULE_ARGS[@]}" "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \
     --gate-type "$GATE" --gate-schedule "$SCHEDULE" --heads-to-keep "$K" \
     "${OBJECTIVE_ARGS[@]}" "${INIT_ARGS[@]}" --l0-penalty "$L0" --max-epoch "$EPOCHS" --max-update 0 \
-    --save-dir "$SAVE" --no-epoch-checkpoints "${snap[@]}" --seed "$SEED" --log-format json \
-    "${ALL_USER[@]}"
+    --save-dir "$SAVE" --no-epoch-checkpoints "${snap[@]}" ${AFTER[@]+"${AFTER[@]}"} --seed "$SEED" \
+    --log-format json "${ALL_USER[@]}"
   # of older gates (or of an earlier call's restarts): stripped again below
   rm -f "$SAVE"/pruned-{none,reconstruct}.pt "$SAVE"/strip-{none,reconstruct}.txt "$SAVE/recovery"
   rm -rf "$SAVE/tuned" "$SAVE/pruned.untuned.pt"

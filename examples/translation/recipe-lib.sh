@@ -55,11 +55,16 @@ recovery_args() {
 # score_of DIR: the sacreBLEU in DIR/score.json (written by evaluate.sh), 2 decimals.
 score_of() { python -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["sacrebleu"])' "$1/score.json"; }
 
-# tuning_line DIR: the report line of tune-refit.sh's choice in DIR (tune.json, valid-*/).
+# tuning_line DIR: the report line of tune-refit.sh's choice in DIR (tune.json: the choice and
+# both validation scores).
 tuning_line() {
-  local chosen
-  chosen=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$1/tune.json")
-  echo "recovery: tuned refit kept on valid if better -> $chosen (valid sacreBLEU: untuned $(score_of "$1/valid-untuned"), tuned $(score_of "$1/valid-tuned"))"
+  python - "$1/tune.json" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+s = t["valid_sacrebleu"]
+print(f"recovery: tuned refit kept on valid if better -> {t['chosen']} "
+      f"(valid sacreBLEU: untuned {s['untuned']:.2f}, tuned {s['tuned']:.2f})")
+EOF
 }
 
 # Words of a string as an array (for --train-args / --gen-args).
@@ -138,13 +143,22 @@ run_train() {
 }
 
 # importance_scores BASE DATA SCORES "IMP-ARGS": head-importance scores of BASE on the
-# validation data of DATA/bin, written once to SCORES (kept when already there)
+# validation data of DATA/bin, written once to SCORES (kept when already there, if computed
+# at the granularity IMP-ARGS asks for: the gate init's sentence scores and the importance
+# rows' token scores must not stand in for each other)
 importance_scores() {
-  local base=$1 data=$2 scores=$3 imp
-  [[ -s $scores ]] && return 0
-  say "head importance of $base on the validation data -> $scores"
+  local base=$1 data=$2 scores=$3 imp want have
   split_words imp "$4"
+  want=$(last_value --granularity ${imp[@]+"${imp[@]}"})
+  want=${want:-token}  # dsp-importance's default
+  if [[ -s $scores ]]; then
+    have=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["metadata"].get("granularity", "token"))' "$scores" 2>/dev/null) \
+      || die "$scores is not a dsp-importance scores file; remove it or name another file"
+    [[ $have == "$want" ]] || die "$scores holds $have-level importance scores, this call needs $want-level ones; remove it or name another file"
+    return 0
+  fi
+  say "head importance ($want level) of $base on the validation data -> $scores"
   mkdir -p "$(dirname "$scores")"
-  dsp-importance --path "$base" --data "$data/bin" --output "$scores" "${imp[@]}" \
+  dsp-importance --path "$base" --data "$data/bin" --output "$scores" ${imp[@]+"${imp[@]}"} \
     || die "dsp-importance failed (see the message above)"
 }

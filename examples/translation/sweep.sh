@@ -58,8 +58,9 @@
 # --gate-objective  what pipelined gates train on (prune-pipelined.sh --gate-objective;
 #               default: distill for dsp, labels for the other gate types)
 # --gate-init   where pipelined gate logits start (prune-pipelined.sh --gate-init; default:
-#               importance for dsp gates on distill, from OUT/importance.json, the scores
-#               the importance rows use)
+#               importance for dsp gates on distill, from OUT/gate-init-scores.json, head
+#               importance per sentence, computed once for every pipelined row; the importance
+#               rows score per token, in OUT/importance.json)
 # --restarts N  each pipelined row trains its gates N times (seeds S..S+N-1) and keeps the
 #               run whose stripped model decodes the validation set best
 #               (prune-pipelined.sh --restarts N --recovery none: the +rec and +best rows
@@ -269,7 +270,7 @@ for m in "${METHOD_LIST[@]}"; do
           --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" \
           --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS" \
           ${OBJECTIVE:+--gate-objective "$OBJECTIVE"} ${GATE_INIT:+--gate-init "$GATE_INIT"} \
-          --importance-scores "$OUT/importance.json" --importance-args "$IMP_ARGS" \
+          --importance-scores "$OUT/gate-init-scores.json" --importance-args "$IMP_ARGS" \
           --restarts "$RESTARTS" --restart-jobs "$RESTART_JOBS" --gen-args "$GEN_ARGS" \
           --gate-epochs "$GATE_EPOCHS"
         ckpt=$row/pruned.pt report=$row/strip.txt ;;

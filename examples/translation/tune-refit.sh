@@ -7,6 +7,7 @@
 #   tune-refit.sh --data DIR --pruned PRUNED.pt --base BASE.pt --save-dir DIR
 #                 [--preset iwslt|cpu-small] [--seed S] [--lr LR] [--epochs N]
 #                 [--layers NAMES] [--gen-args "ARGS"] [--train-args "ARGS"]
+#                 [--untuned-score SCORE.json]
 #
 # --pruned    a stripped model, typically reconstructed (dsp-strip --reconstruct, or the
 #             pruned.pt of prune-pipelined.sh / prune-importance.sh); it is never modified
@@ -21,6 +22,9 @@
 # --seed      the run's seed (data order)
 # --gen-args  more fairseq-generate arguments for the two validation decodes
 # --train-args  more fairseq-train arguments (they override the above)
+# --untuned-score  evaluate.sh's score.json of --pruned on the validation set with the same
+#             --gen-args, when the caller has it (prune-pipelined.sh --recovery tuned scored
+#             its candidates already): used instead of decoding --pruned again
 # Output: SAVE_DIR/pruned.pt (the tuned model, or a copy of --pruned when that decodes valid at
 # least as well), SAVE_DIR/tune.json (the choice and both validation scores), SAVE_DIR/run/
 # (finetune-pruned.sh's run), SAVE_DIR/valid-{untuned,tuned}/ (evaluate.sh). An interrupted run
@@ -29,7 +33,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" PRUNED="" BASE="" SAVE="" PRESET=${PRESET:-iwslt} SEED=1 LR=5e-4 EPOCHS=1
-LAYERS=out_proj,fc2 GEN_ARGS="" TRAIN_ARGS=""
+LAYERS=out_proj,fc2 GEN_ARGS="" TRAIN_ARGS="" UNTUNED_SCORE=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -43,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --layers) LAYERS=$2; shift 2 ;;
     --gen-args) GEN_ARGS=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
+    --untuned-score) UNTUNED_SCORE=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -57,6 +62,7 @@ need_file "$PRUNED" "--pruned: a checkpoint written by dsp-strip"
 need_file "$BASE" "--base: the unpruned model to tune towards"
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ -n $LAYERS ]] || die "--layers names the parameters to train (e.g. out_proj,fc2)"
+[[ -z $UNTUNED_SCORE ]] || need_file "$UNTUNED_SCORE" "--untuned-score: evaluate.sh's score.json of --pruned on valid"
 mkdir -p "$SAVE"
 
 if [[ ! -s $SAVE/tune.json ]]; then
@@ -68,15 +74,19 @@ if [[ ! -s $SAVE/tune.json ]]; then
     --dropout 0.1 --average-last 1 \
     --train-args "--train-only $LAYERS --distill-weight 1 --distill-hidden-weight 1 --max-tokens 1024 --lr $LR --warmup-updates 0 $TRAIN_ARGS" \
     || die "the tuning run failed (see above); a rerun resumes it"
-  for cand in untuned tuned; do
-    model=$PRUNED
-    [[ $cand == tuned ]] && model=$SAVE/run/pruned.pt
-    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$model" --out "$SAVE/valid-$cand" \
+  untuned=$SAVE/valid-untuned/score.json
+  if [[ -n $UNTUNED_SCORE ]]; then
+    rm -rf "$SAVE/valid-untuned"  # of an earlier call without --untuned-score
+    untuned=$UNTUNED_SCORE
+  else
+    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$PRUNED" --out "$SAVE/valid-untuned" \
       --subset valid --gen-args "$GEN_ARGS"
-  done
+  fi
+  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$SAVE/run/pruned.pt" --out "$SAVE/valid-tuned" \
+    --subset valid --gen-args "$GEN_ARGS"
   # the untuned model first: a tie keeps it
   chosen=$(python -m dsp_fairseq.recipes.choose_recovery --kind tuning --output "$SAVE/tune.json.tmp" \
-    --candidate untuned="$SAVE/valid-untuned/score.json" --candidate tuned="$SAVE/valid-tuned/score.json") \
+    --candidate untuned="$untuned" --candidate tuned="$SAVE/valid-tuned/score.json") \
     || die "cannot compare the two models' validation scores (see above)"
   model=$PRUNED
   [[ $chosen == tuned ]] && model=$SAVE/run/pruned.pt
