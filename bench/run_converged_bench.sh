@@ -837,7 +837,7 @@ for seed in 1 2 3; do
 done
 for seed in 1 2 3; do timed "fast-default-k9-s$seed" one_command fast-default 9 "$seed"; done
 # and the recipe's fine-tune (its learning rate 5e-4, fine-tune seed 1) of those models: lines
-# "ft-kK-sG" (G: the gate seed) in fast-default.txt
+# "ft-kK-sG" (G: the gate seed) in fast-default.txt (session 29 ran K = 18 and 36, not 9 yet)
 ft_fast_default() {  # ft_fast_default K GATESEED
   local dir=k$1
   [[ $2 == 1 ]] || dir=k$1-s$2
