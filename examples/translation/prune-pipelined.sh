@@ -196,7 +196,7 @@ mkdir -p "$SAVE"
 tune_chosen() {
   [[ $RECOVERY == tuned ]] || return 0
   local scored
-  scored=$SAVE${1:+/$1}/valid-$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$SAVE/recovery.json")/score.json
+  scored=$SAVE${1:+/$1}/valid-$(chosen_of "$SAVE/recovery.json")/score.json
   if [[ ! -f $SAVE/pruned.untuned.pt ]]; then
     rm -rf "$SAVE/tuned"  # a tuning without its start is another model's
     cp "$SAVE/pruned.pt" "$SAVE/pruned.untuned.pt.tmp"
@@ -273,7 +273,7 @@ if [[ $RESTARTS -gt 1 ]]; then
   for (( s = SEED; s < SEED + RESTARTS; s++ )); do
     run_dir=$SAVE/seed-$s
     if [[ $RECOVERY == best || $RECOVERY == tuned ]]; then
-      chosen=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$run_dir/recovery.json")
+      chosen=$(chosen_of "$run_dir/recovery.json")
       score_dir=$run_dir/valid-$chosen
     else
       score_dir=$run_dir/valid

@@ -55,6 +55,9 @@ recovery_args() {
 # score_of DIR: the sacreBLEU in DIR/score.json (written by evaluate.sh), 2 decimals.
 score_of() { python -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["sacrebleu"])' "$1/score.json"; }
 
+# chosen_of FILE: the candidate a choice file names (recovery.json, restarts.json, tune.json).
+chosen_of() { python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$1"; }
+
 # tuning_line DIR: the report line of tune-refit.sh's choice in DIR (tune.json: the choice and
 # both validation scores).
 tuning_line() {
