@@ -847,6 +847,18 @@ ft_fast_default() {  # ft_fast_default K GATESEED
 for k in 18 36 9; do
   for seed in 1 2 3; do timed "fast-default-ft-k$k-s$seed" ft_fast_default "$k" "$seed"; done
 done
+# 6ae. the same fine-tune distilled from the unpruned model (finetune-pruned.sh --teacher BASE:
+# criterion dsp_distillation, KL weight W, temperature 1; the goal names the distilled
+# fine-tune, measured until now only on session 5's starts at dropout 0.2): lines "kdW-kK-sG"
+# in fast-default-kd.txt, each paired with the labels fine-tune "ft-kK-sG" of the same start
+ft_fast_default_kd() {  # ft_fast_default_kd K GATESEED WEIGHT
+  local dir=k$1
+  [[ $2 == 1 ]] || dir=k$1-s$2
+  finetune_line "kd$3-k$1-s$2" "$WORK/fast-default/kd$3-$dir" "$OUT/fast-default-kd.txt" \
+    --pruned "$WORK/fast-default/$dir/pruned.pt" --seed 1 --lr 5e-4 --teacher "$BASE" \
+    --train-args "--distill-weight $3"
+}
+for seed in 1 2 3; do timed "fast-default-kd0.5-k18-s$seed" ft_fast_default_kd 18 "$seed" 0.5; done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

@@ -92,6 +92,9 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     )
     assert (tuned / "pruned.pt").read_bytes() == kept.read_bytes()
     assert float(rows["random+rec+tuned"]["valid_sacrebleu"]) == choice["valid_sacrebleu_chosen"]
+    # --valid scored random+rec on valid already: its score is the tuning's start, not decoded again
+    assert not (tuned / "valid-untuned").exists()
+    assert choice["valid_sacrebleu"]["untuned"] == float(rows["random+rec"]["valid_sacrebleu"])
     assert f"tuned refit kept on valid if better -> {choice['chosen']}" in proc.stdout
     plain_state = load_checkpoint(rows["random"]["checkpoint"])
     rec_state = load_checkpoint(rows["random+rec"]["checkpoint"])
@@ -272,6 +275,7 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     updates = [int(v["valid_num_updates"]) for v in valid]
     end = updates[-1]  # the end of the one epoch
     assert f"'validate_after_updates': {end // 2}," in log
+    assert f"validation every {interval} updates from update {end // 2}," in proc.stdout
     assert len(updates) >= 3 and updates == [
         u for u in range(interval, end, interval) if u >= end // 2
     ] + [end]

@@ -344,7 +344,10 @@ if [[ ! -f $SAVE/.done ]]; then
     importance_scores "$BASE" "$DATA" "$SCORES" "$IMP_ARGS"  # the gates' starting logits
     INIT_ARGS=(--gate-init-scores "$SCORES")
   fi
-  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates${AFTER[1]:+ from update ${AFTER[1]}}, $EPOCHS epoch(s) on $BASE -> $SAVE"
+  # the first validated update as fairseq will read it (the user's --validate-after-updates wins)
+  after=$(last_value --validate-after-updates ${AFTER[@]+"${AFTER[@]}"} "${TRAIN_ALL[@]}")
+  [[ ${after:-0} == 0 ]] && after=""
+  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates${after:+ from update $after}, $EPOCHS epoch(s) on $BASE -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     "${SCHEDULE_ARGS[@]}" "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \

@@ -248,9 +248,14 @@ for m in "${METHOD_LIST[@]}"; do
             || die "dsp-reconstruct failed (see the message above)"
           tail -n 1 "$row/reconstruct.txt" | sed 's/^/  /'
         elif [[ $op == tuned ]]; then
-          # tune-refit.sh writes ROW/pruned.pt: the tuned model, or a copy of its start
+          # tune-refit.sh writes ROW/pruned.pt: the tuned model, or a copy of its start; with
+          # --valid the start's row has its validation score already, so it is not decoded again
+          untuned=()
+          start_valid=$OUT/runs/$src-k$k/eval-valid/score.json
+          [[ $VALID == 1 && -s $start_valid && $start_valid -nt $source_ckpt ]] \
+            && untuned=(--untuned-score "$start_valid")
           bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$source_ckpt" --base "$BASE" \
-            --save-dir "$row" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
+            --save-dir "$row" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" "${untuned[@]}" \
             || die "the tuned refit of $src failed (see above); a rerun resumes it"
           say "  $(tuning_line "$row")"
         else
