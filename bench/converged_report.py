@@ -231,6 +231,19 @@ FAST_DEFAULT_FT = "fast-default:dsp+ft"
 # and the tuning's start in those lines ("untuned"): what --recovery best gives since session 29
 FAST_DEFAULT_BEST = "fast-default:dsp+best"
 TUNED_IMP_FT_VALID = "tuned-default:importance+ft@valid-choice"
+# bench/recovery/fast-restarts3.txt (stage 6af, session 30): the one command with --restarts 3
+# (the best on valid of 3 gate runs, each with --recovery best; the chosen one tuned), its
+# "kK-sFIRST" and "ft-kK-sFIRST" lines; the group of seeds 1-3 is made of fast-default.txt's
+# runs, chosen the same way
+FAST_RESTARTS_FILE = "fast-restarts3.txt"
+FAST_RESTARTS_N = 3
+FAST_RESTARTS = f"fast-default:dsp,restarts{FAST_RESTARTS_N}"
+FAST_RESTARTS_FT = FAST_RESTARTS + "+ft"
+# bench/recovery/fast-default-kd.txt (stage 6ae, session 30): the recipe's fine-tune of
+# fast-default's models distilled from the unpruned model (--teacher BASE, KL weight W)
+FAST_DEFAULT_KD_FILE = "fast-default-kd.txt"
+FAST_DEFAULT_KD_WEIGHT = "0.5"
+FAST_DEFAULT_KD = f"fast-default:dsp+kd{FAST_DEFAULT_KD_WEIGHT}"
 _VALID_CHOICE = (
     " + fine-tune at dropout 0.1, the better on valid of the average of the last "
     f"{DEFAULT_AVERAGE} checkpoints and the final model (`--choose valid`)"
@@ -268,6 +281,17 @@ DEFAULT_FT_LR = "5e-4"  # finetune-pruned.sh's for cpu-small since session 27 (3
 _DEFAULT_SINCE = " (the recipe's default since session 27)"
 LABELS[FAST_DEFAULT_FT] = (
     LABELS[FAST_DEFAULT] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}{_DEFAULT_SINCE}"
+)
+LABELS[FAST_RESTARTS] = (
+    LABELS[FAST_DEFAULT] + f", the best of {FAST_RESTARTS_N} gate runs on valid "
+    f"(`--restarts {FAST_RESTARTS_N}`)"
+)
+LABELS[FAST_RESTARTS_FT] = (
+    LABELS[FAST_RESTARTS] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}{_DEFAULT_SINCE}"
+)
+LABELS[FAST_DEFAULT_KD] = (
+    LABELS[FAST_DEFAULT_FT] + ", distilled from the unpruned model (`--teacher BASE`, KL "
+    f"weight {FAST_DEFAULT_KD_WEIGHT}, temperature 1)"
 )
 
 
@@ -576,6 +600,64 @@ def untuned_starts(path: str) -> dict:
     return found
 
 
+def one_command_seeds(path: str) -> dict:
+    """{K: {S: (untuned, kept)}} of the "kK-sS" lines of tuned-default.txt, fast-default.txt or
+    fast-restarts3.txt: the tuning's start (--recovery best's model) and the model kept, each
+    (test, valid)."""
+    found: dict = {}
+    if os.path.isfile(path):
+        for line in open(path, encoding="utf-8"):
+            m = re.match(
+                r"k([0-9]+)-s([0-9]+): .*untuned test ([0-9.]+) valid ([0-9.]+); "
+                r"tuned test ([0-9.]+) valid ([0-9.]+); kept (tuned|untuned)",
+                line,
+            )
+            if m:
+                untuned = (float(m.group(3)), float(m.group(4)))
+                tuned = (float(m.group(5)), float(m.group(6)))
+                kept = tuned if m.group(7) == "tuned" else untuned
+                found.setdefault(int(m.group(1)), {})[int(m.group(2))] = (untuned, kept)
+    return found
+
+
+def tagged_by_k(runs: dict) -> dict:
+    """{K: [scores in seed order]} of {(K, S): scores}."""
+    found: dict = {}
+    for (k, _), scores in sorted(runs.items()):
+        found.setdefault(k, []).append(scores)
+    return found
+
+
+def seeded_finetunes(runs: dict, prefix: str = "ft") -> dict:
+    """{(K, S): (test, valid)} of the recipe's model in the "PREFIX-kK-sS" lines of RUNS
+    (fine_tune_lines)."""
+    found = {}
+    for name, run in runs.items():
+        m = re.fullmatch(re.escape(prefix) + r"-k([0-9]+)-s([0-9]+)", name)
+        if m and "best" in run:
+            found[(int(m.group(1)), int(m.group(2)))] = run["best"]
+    return found
+
+
+def restarts_rows(default_path: str, restarts_path: str, n: int) -> tuple:
+    """({K: [kept (test, valid)]}, {K: [its fine-tune]}) of prune-pipelined.sh --restarts N:
+    the groups of gate seeds 1..N, N+1..2N, ... of DEFAULT_PATH's one commands (each run's
+    --recovery best model scored on valid, the best one kept and tuned: its kept model and
+    fine-tune are the seed's own), then RESTARTS_PATH's own runs ("kK-sFIRST" lines)."""
+    seeds = one_command_seeds(default_path)
+    ft = seeded_finetunes(fine_tune_lines(default_path))
+    by_seed = {k: {s: runs[s][0] for s in runs} for k, runs in seeds.items()}
+    kept = restart_runs(by_seed, n, {(k, s): seeds[k][s][1] for k in seeds for s in seeds[k]})
+    tuned_ft = restart_runs(by_seed, n, ft)
+    for k, runs in one_command_seeds(restarts_path).items():
+        own_ft = seeded_finetunes(fine_tune_lines(restarts_path))
+        for first, (_, model) in sorted(runs.items()):
+            kept.setdefault(k, []).append(model)
+            if (k, first) in own_ft:
+                tuned_ft.setdefault(k, []).append(own_ft[(k, first)])
+    return kept, tuned_ft
+
+
 def one_command_seconds(path: str) -> dict:
     """{K: [wall seconds of the one command, ...]} of the "kK-sS: ...; one command N s" lines."""
     found: dict = {}
@@ -748,6 +830,10 @@ def main() -> int:
     fast_file = os.path.join(args.dir, FAST_DEFAULT_FILE)
     dsp_fast, _ = tuned_default_runs(fast_file)
     dsp_fast_ft = tuned_finetunes(fine_tune_lines(fast_file), "k")
+    fast_restarts = restarts_rows(
+        fast_file, os.path.join(args.dir, FAST_RESTARTS_FILE), FAST_RESTARTS_N
+    )
+    kd_file = os.path.join(args.dir, FAST_DEFAULT_KD_FILE)
     tuned_ft_lines = fine_tune_lines(tuned_default_file)
     dsp_tuned_ft = tuned_finetunes(tuned_ft_lines, "k")
     imp_tuned_ft = tuned_finetunes(tuned_ft_lines, "imp")
@@ -799,6 +885,12 @@ def main() -> int:
         (FAST_DEFAULT, dsp_fast),
         (FAST_DEFAULT_BEST, untuned_starts(fast_file)),
         (FAST_DEFAULT_FT, {k: [r["best"] for _, r in v] for k, v in dsp_fast_ft.items()}),
+        (FAST_RESTARTS, fast_restarts[0]),
+        (FAST_RESTARTS_FT, fast_restarts[1]),
+        (
+            FAST_DEFAULT_KD,
+            tagged_by_k(seeded_finetunes(fine_tune_lines(kd_file), "kd" + FAST_DEFAULT_KD_WEIGHT)),
+        ),
         (TUNED_DEFAULT_FT, {k: [r["best"] for _, r in v] for k, v in dsp_tuned_ft.items()}),
         (
             TUNED_DEFAULT_FT_VALID,
@@ -1176,6 +1268,14 @@ def goal_lines(
         "| the one command since session 29 + the recipe's 270-update fine-tune (learning rate "
         "5e-4): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(FAST_DEFAULT_FT, FINETUNE_LIMITS),
+        "| the distilled fine-tune the goal names (session 30: the recipe's 270 updates with "
+        f"`--teacher BASE`, KL weight {FAST_DEFAULT_KD_WEIGHT}) of the one command since session "
+        "29: DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within(FAST_DEFAULT_KD, FINETUNE_LIMITS),
+        f"| the one command with `--restarts {FAST_RESTARTS_N}` (session 30: the best of "
+        f"{FAST_RESTARTS_N} gate runs on valid, then tuned) + the recipe's 270-update "
+        "fine-tune: DSP + fine-tune within 2.5 at H/8 | "
+        + within(FAST_RESTARTS_FT, {9: FINETUNE_LIMITS[9]}),
         "| the BLEU part of retraining-free with the recipes' default since session 23, the one "
         "command's tuned refit (it trains out_proj and fc2 for one epoch after the gate run, as "
         "the gate run does, over the goal's 10 minutes): DSP (default gates) within 2.0 BLEU of "

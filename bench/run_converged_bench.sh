@@ -859,6 +859,19 @@ ft_fast_default_kd() {  # ft_fast_default_kd K GATESEED WEIGHT
     --train-args "--distill-weight $3"
 }
 for seed in 1 2 3; do timed "fast-default-kd0.5-k18-s$seed" ft_fast_default_kd 18 "$seed" 0.5; done
+# 6af. the one command with --restarts 3 (the best of 3 gate runs on valid, then tuned) at
+# H/8, where gate seed 2 of stage 6ad kept 2 encoder heads, seeds 1 and 3 fewer, and its
+# fine-tune ended 3 BLEU higher: groups of seeds 4-6, 7-9 and 10-12 (seeds 1-3 are stage 6ad's
+# runs, chosen the same way by the report), lines "kK-sFIRST" in fast-restarts3.txt, then the
+# recipe's fine-tune of each chosen model ("ft-kK-sFIRST")
+ft_restarts() {  # ft_restarts K FIRST
+  finetune_line "ft-k$1-s$2" "$WORK/fast-restarts3/ft-k$1-s$2" "$OUT/fast-restarts3.txt" \
+    --pruned "$WORK/fast-restarts3/k$1-s$2/pruned.pt" --seed 1 --lr 5e-4
+}
+for first in 4 7 10; do
+  timed "fast-restarts3-k9-s$first" one_command fast-restarts3 9 "$first" --restarts 3
+  timed "fast-restarts3-ft-k9-s$first" ft_restarts 9 "$first"
+done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

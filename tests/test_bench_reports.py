@@ -806,6 +806,38 @@ def test_fast_one_command_goal_needs_the_bleu_and_every_run_under_ten_minutes(tm
     assert "H/2: not run; H/4: 39.50, 0.50 below (limit 1.0); H/8: not run" in row
 
 
+def test_restarts_and_distilled_finetune_rows_of_the_fast_one_command(tmp_path):
+    """--restarts 3 (stage 6af): fast-default.txt's gate seeds 1-3 make one group, the run
+    with the best --recovery best score on valid kept (its tuned model, its fine-tune), then
+    fast-restarts3.txt's own runs; the H/8 fine-tune goal reads their fine-tunes. The
+    distilled fine-tunes (stage 6ae, "kd0.5-kK-sG" lines of fast-default-kd.txt) have their
+    own row and goal."""
+    write_importance_rec(tmp_path, 36, 37.0, 37.5)
+    line = ("k9-s{}: recovery best -> none; untuned test 30.0 valid {}; tuned test {} valid 33.0; "
+            "kept tuned; one command 540 s\n")  # fmt: skip
+    ft = "ft-k9-s{}: best test {} valid 38.0; last test 37.0 valid 37.0; valid loss 4.0\n"
+    (tmp_path / "fast-default.txt").write_text(
+        line.format(1, 25.0, 32.0) + line.format(2, 31.0, 33.5) + line.format(3, 30.0, 34.0)
+        + ft.format(1, 35.0) + ft.format(2, 38.0) + ft.format(3, 37.0)
+    )  # fmt: skip
+    # seed 2 decodes valid best before the tuning: its model and fine-tune are the group's
+    (tmp_path / "fast-restarts3.txt").write_text(line.format(4, 31.0, 33.0) + ft.format(4, 37.0))
+    text = report_text(tmp_path).splitlines()
+    goal = next(g for g in text if "with `--restarts 3` (session 30" in g)
+    assert "H/8: 37.50 (mean of 2), 2.50 below (limit 2.5) | met |" in goal
+    row = next(g for g in text if g.startswith("| ") and "(`--restarts 3`) |" in g)
+    assert row.endswith("| 33.50 (33.00) |")  # seed 2's tuned model (K = 9 is the last column)
+    kd = tmp_path / "fast-default-kd.txt"
+    kd.write_text(
+        "kd0.5-k9-s1: best test 36.0 valid 36.5; last test 35.0 valid 35.0; valid loss 4.0\n"
+        "kd0.5-k9-s2: best test 37.0 valid 37.5; last test 35.0 valid 35.0; valid loss 4.0\n"
+    )
+    goal = next(
+        g for g in report_text(tmp_path).splitlines() if "distilled fine-tune the goal" in g
+    )
+    assert "H/2: not run; H/4: not run; H/8: 36.50 (mean of 2), 3.50 below (limit 2.5)" in goal
+
+
 def test_finetune_budget_table_plot_and_goal(tmp_path):
     """finetune-budget.txt's "ft-kK-sG-uN" lines continue tuned-default.txt's 270-update
     fine-tunes "ft-kK-sG" (fine-tune seed 1): a row per start, the means over the starts
@@ -940,3 +972,25 @@ def test_importance_longer_finetune_and_learning_rate_rows(tmp_path):
     both = next(row for row in table if row.startswith("| both:"))
     assert both == ("| both: mean change against 5e-4 (the same start and fine-tune seed) "
                        "| | | | |  | -0.50 (-0.60), test up in 0 of 1, valid in 0 |")  # fmt: skip
+
+
+def test_head_layouts_count_the_kept_heads_per_type_and_read_the_valid_score(tmp_path):
+    """bench/head_layouts.py: a gate run's heads per attention type from its pruned.pt's
+    --stripped-heads, the valid score from recovery.json; a model that is not stripped is
+    refused with its path."""
+    import argparse
+
+    import torch
+
+    from bench.head_layouts import layout_line
+
+    run_dir = tmp_path / "k9" / "seed-2"
+    run_dir.mkdir(parents=True)
+    args = argparse.Namespace(stripped_heads="enc-self=0,2,0;dec-self=2,0,0;cross=0,0,5")
+    torch.save({"model": {}, "args": args}, run_dir / "pruned.pt")
+    assert layout_line(str(run_dir)) == "k9/seed-2: enc-self 2, dec-self 2, cross 5; valid -"
+    (run_dir / "recovery.json").write_text(json.dumps({"valid_sacrebleu_chosen": 31.186}))
+    assert layout_line(str(run_dir) + "/").endswith("cross 5; valid 31.19")
+    torch.save({"model": {}, "args": argparse.Namespace()}, run_dir / "pruned.pt")
+    with pytest.raises(SystemExit, match="seed-2/pruned.pt is not a stripped model"):
+        layout_line(str(run_dir))
