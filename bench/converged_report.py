@@ -231,7 +231,7 @@ FAST_DEFAULT_FT = "fast-default:dsp+ft"
 # and the tuning's start in those lines ("untuned"): what --recovery best gives since session 29
 FAST_DEFAULT_BEST = "fast-default:dsp+best"
 TUNED_IMP_FT_VALID = "tuned-default:importance+ft@valid-choice"
-# bench/recovery/fast-restarts3.txt (stage 6af, session 30): the one command with --restarts 3
+# bench/recovery/fast-restarts3.txt (stage 6af, sessions 30-31): the one command with --restarts 3
 # (the best on valid of 3 gate runs, each with --recovery best; the chosen one tuned), its
 # "kK-sFIRST" and "ft-kK-sFIRST" lines; the group of seeds 1-3 is made of fast-default.txt's
 # runs, chosen the same way
@@ -239,7 +239,7 @@ FAST_RESTARTS_FILE = "fast-restarts3.txt"
 FAST_RESTARTS_N = 3
 FAST_RESTARTS = f"fast-default:dsp,restarts{FAST_RESTARTS_N}"
 FAST_RESTARTS_FT = FAST_RESTARTS + "+ft"
-# bench/recovery/fast-default-kd.txt (stage 6ae, session 30): the recipe's fine-tune of
+# bench/recovery/fast-default-kd.txt (stage 6ae, sessions 30-31, at K = 9): the recipe's fine-tune of
 # fast-default's models distilled from the unpruned model (--teacher BASE, KL weight W)
 FAST_DEFAULT_KD_FILE = "fast-default-kd.txt"
 FAST_DEFAULT_KD_WEIGHT = "0.5"
@@ -565,16 +565,10 @@ def tuned_default_runs(path: str) -> tuple:
     (test, valid)), ...]} of head importance's) from tuned-default.txt, in line order."""
     dsp: dict = {}
     imp: dict = {}
+    for k, _, _, kept in one_command_lines(path):
+        dsp.setdefault(k, []).append(kept)
     if os.path.isfile(path):
         for line in open(path, encoding="utf-8"):
-            m = re.match(
-                r"k([0-9]+)-s[0-9]+: .*untuned test ([0-9.]+) valid ([0-9.]+); "
-                r"tuned test ([0-9.]+) valid ([0-9.]+); kept (tuned|untuned)",
-                line,
-            )
-            if m:
-                kept = (4, 5) if m.group(6) == "tuned" else (2, 3)
-                dsp.setdefault(int(m.group(1)), []).append(tuple(float(m.group(g)) for g in kept))
             m = re.match(
                 r"imp([0-9]+)-s([0-9]+): untuned valid ([0-9.]+); tuned valid ([0-9.]+); "
                 r"kept (tuned|untuned); test ([0-9.]+)",
@@ -605,6 +599,15 @@ def one_command_seeds(path: str) -> dict:
     fast-restarts3.txt: the tuning's start (--recovery best's model) and the model kept, each
     (test, valid)."""
     found: dict = {}
+    for k, seed, untuned, kept in one_command_lines(path):
+        found.setdefault(k, {})[seed] = (untuned, kept)
+    return found
+
+
+def one_command_lines(path: str) -> list:
+    """[(K, S, untuned, kept), ...] of the "kK-sS" lines of a one command's file, in line order:
+    the tuning's start (--recovery best's model) and the model kept, each (test, valid)."""
+    found = []
     if os.path.isfile(path):
         for line in open(path, encoding="utf-8"):
             m = re.match(
@@ -616,7 +619,7 @@ def one_command_seeds(path: str) -> dict:
                 untuned = (float(m.group(3)), float(m.group(4)))
                 tuned = (float(m.group(5)), float(m.group(6)))
                 kept = tuned if m.group(7) == "tuned" else untuned
-                found.setdefault(int(m.group(1)), {})[int(m.group(2))] = (untuned, kept)
+                found.append((int(m.group(1)), int(m.group(2)), untuned, kept))
     return found
 
 
@@ -1268,11 +1271,11 @@ def goal_lines(
         "| the one command since session 29 + the recipe's 270-update fine-tune (learning rate "
         "5e-4): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(FAST_DEFAULT_FT, FINETUNE_LIMITS),
-        "| the distilled fine-tune the goal names (session 30: the recipe's 270 updates with "
+        "| the distilled fine-tune the goal names (session 31: the recipe's 270 updates with "
         f"`--teacher BASE`, KL weight {FAST_DEFAULT_KD_WEIGHT}) of the one command since session "
         "29: DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(FAST_DEFAULT_KD, FINETUNE_LIMITS),
-        f"| the one command with `--restarts {FAST_RESTARTS_N}` (session 30: the best of "
+        f"| the one command with `--restarts {FAST_RESTARTS_N}` (session 31: the best of "
         f"{FAST_RESTARTS_N} gate runs on valid, then tuned) + the recipe's 270-update "
         "fine-tune: DSP + fine-tune within 2.5 at H/8 | "
         + within(FAST_RESTARTS_FT, {9: FINETUNE_LIMITS[9]}),

@@ -849,8 +849,9 @@ for k in 18 36 9; do
 done
 # 6ae. the same fine-tune distilled from the unpruned model (finetune-pruned.sh --teacher BASE:
 # criterion dsp_distillation, KL weight W, temperature 1; the goal names the distilled
-# fine-tune, measured until now only on session 5's starts at dropout 0.2): lines "kdW-kK-sG"
-# in fast-default-kd.txt, each paired with the labels fine-tune "ft-kK-sG" of the same start
+# fine-tune, measured until now only on session 5's starts at dropout 0.2) at H/8, where the
+# labels fine-tune stays furthest from the unpruned model: lines "kdW-kK-sG" in
+# fast-default-kd.txt, each paired with the labels fine-tune "ft-kK-sG" of the same start
 ft_fast_default_kd() {  # ft_fast_default_kd K GATESEED WEIGHT
   local dir=k$1
   [[ $2 == 1 ]] || dir=k$1-s$2
@@ -858,7 +859,7 @@ ft_fast_default_kd() {  # ft_fast_default_kd K GATESEED WEIGHT
     --pruned "$WORK/fast-default/$dir/pruned.pt" --seed 1 --lr 5e-4 --teacher "$BASE" \
     --train-args "--distill-weight $3"
 }
-for seed in 1 2 3; do timed "fast-default-kd0.5-k18-s$seed" ft_fast_default_kd 18 "$seed" 0.5; done
+for seed in 1 2 3; do timed "fast-default-kd0.5-k9-s$seed" ft_fast_default_kd 9 "$seed" 0.5; done
 # 6af. the one command with --restarts 3 (the best of 3 gate runs on valid, then tuned) at
 # H/8, where gate seed 2 of stage 6ad kept 2 encoder heads, seeds 1 and 3 fewer, and its
 # fine-tune ended 3 BLEU higher: groups of seeds 4-6, 7-9 and 10-12 (seeds 1-3 are stage 6ad's
