@@ -823,7 +823,7 @@ def test_restarts_and_distilled_finetune_rows_of_the_fast_one_command(tmp_path):
     # seed 2 decodes valid best before the tuning: its model and fine-tune are the group's
     (tmp_path / "fast-restarts3.txt").write_text(line.format(4, 31.0, 33.0) + ft.format(4, 37.0))
     text = report_text(tmp_path).splitlines()
-    goal = next(g for g in text if "with `--restarts 3` (session 30" in g)
+    goal = next(g for g in text if "with `--restarts 3` (session 31" in g)
     assert "H/8: 37.50 (mean of 2), 2.50 below (limit 2.5) | met |" in goal
     row = next(g for g in text if g.startswith("| ") and "(`--restarts 3`) |" in g)
     assert row.endswith("| 33.50 (33.00) |")  # seed 2's tuned model (K = 9 is the last column)
