@@ -228,6 +228,11 @@ FAST_DEFAULT_FILE = "fast-default.txt"
 FAST_DEFAULT = "fast-default:dsp"
 # and its "ft-kK-sG" lines: the recipe's fine-tune at its learning rate (5e-4) of gate seed G's
 FAST_DEFAULT_FT = "fast-default:dsp+ft"
+# session 31: stage 6ad's K = 9 runs again in a fresh work folder (session 29's models were
+# gone; the same commands and gate seeds, on a 2.1 times slower machine: other heads, other
+# scores), lines "k9-sS" with their fine-tunes "ft-k9-sS", the H/8 fine-tunes of FAST_DEFAULT_FT
+FAST_DEFAULT_RERUN_FILE = "fast-default-rerun.txt"
+FAST_DEFAULT_RERUN = "fast-default:dsp,rerun"
 # and the tuning's start in those lines ("untuned"): what --recovery best gives since session 29
 FAST_DEFAULT_BEST = "fast-default:dsp+best"
 TUNED_IMP_FT_VALID = "tuned-default:importance+ft@valid-choice"
@@ -281,6 +286,10 @@ DEFAULT_FT_LR = "5e-4"  # finetune-pruned.sh's for cpu-small since session 27 (3
 _DEFAULT_SINCE = " (the recipe's default since session 27)"
 LABELS[FAST_DEFAULT_FT] = (
     LABELS[FAST_DEFAULT] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}{_DEFAULT_SINCE}"
+)
+LABELS[FAST_DEFAULT_RERUN] = (
+    LABELS[FAST_DEFAULT] + ", rerun in session 31 on a slower machine (the models of the H/8 "
+    "fine-tunes)"
 )
 LABELS[FAST_RESTARTS] = (
     LABELS[FAST_DEFAULT] + f", the best of {FAST_RESTARTS_N} gate runs on valid "
@@ -832,9 +841,12 @@ def main() -> int:
     dsp_tuned, imp_tuned_lines = tuned_default_runs(tuned_default_file)
     fast_file = os.path.join(args.dir, FAST_DEFAULT_FILE)
     dsp_fast, _ = tuned_default_runs(fast_file)
-    dsp_fast_ft = tuned_finetunes(fine_tune_lines(fast_file), "k")
+    rerun_file = os.path.join(args.dir, FAST_DEFAULT_RERUN_FILE)
+    fast_ft_lines = {**fine_tune_lines(fast_file), **fine_tune_lines(rerun_file)}
+    dsp_fast_ft = tuned_finetunes(fast_ft_lines, "k")
+    # the restarts' first group: the rerun's seeds 1-3, whose fine-tunes exist
     fast_restarts = restarts_rows(
-        fast_file, os.path.join(args.dir, FAST_RESTARTS_FILE), FAST_RESTARTS_N
+        rerun_file, os.path.join(args.dir, FAST_RESTARTS_FILE), FAST_RESTARTS_N
     )
     kd_file = os.path.join(args.dir, FAST_DEFAULT_KD_FILE)
     tuned_ft_lines = fine_tune_lines(tuned_default_file)
@@ -887,6 +899,7 @@ def main() -> int:
         (TUNED_DEFAULT, dsp_tuned),
         (FAST_DEFAULT, dsp_fast),
         (FAST_DEFAULT_BEST, untuned_starts(fast_file)),
+        (FAST_DEFAULT_RERUN, tuned_default_runs(rerun_file)[0]),
         (FAST_DEFAULT_FT, {k: [r["best"] for _, r in v] for k, v in dsp_fast_ft.items()}),
         (FAST_RESTARTS, fast_restarts[0]),
         (FAST_RESTARTS_FT, fast_restarts[1]),
@@ -1135,7 +1148,13 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
                     methods[-1])  # fmt: skip
 
     ft_method = newest(FAST_DEFAULT_FT, ft_lr_method(TUNED_DEFAULT_FT, DEFAULT_FT_LR))
-    ft_file = FAST_DEFAULT_FILE if ft_method == FAST_DEFAULT_FT else FINETUNE_LR_FILE
+    ft_files = f"[bench/recovery/{FINETUNE_LR_FILE}](bench/recovery/{FINETUNE_LR_FILE})"
+    if ft_method == FAST_DEFAULT_FT:
+        ft_files = (
+            f"[bench/recovery/{FAST_DEFAULT_FILE}](bench/recovery/{FAST_DEFAULT_FILE}), at H/8 "
+            f"[bench/recovery/{FAST_DEFAULT_RERUN_FILE}](bench/recovery/{FAST_DEFAULT_RERUN_FILE}):"
+            " the same command rerun in session 31, other gate runs than the first column's"
+        )
     columns = (
         (newest(FAST_DEFAULT, TUNED_DEFAULT), "DSP, the one command (tuned refit)"),
         (
@@ -1161,7 +1180,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
         "fine-tune seeds; the fine-tune is the recipe's (270 updates, learning rate "
         f"{DEFAULT_FT_LR}, dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints) of "
         "the one command's model (its runs: the lines of "
-        f"[bench/recovery/{ft_file}](bench/recovery/{ft_file})); - not run.",
+        f"{ft_files}); - not run.",
         "",
         "| heads kept | " + " | ".join(label for _, label in columns) + " |",
         "|---|" + "---|" * len(columns),

@@ -836,27 +836,34 @@ for seed in 1 2 3; do
   for k in 36 18; do timed "fast-default-k$k-s$seed" one_command fast-default "$k" "$seed"; done
 done
 for seed in 1 2 3; do timed "fast-default-k9-s$seed" one_command fast-default 9 "$seed"; done
+# session 31: the K = 9 runs again (session 29's models were gone before their fine-tune), on
+# a machine 2.1 times slower than session 29's, which drew other heads from the same gate seeds:
+# lines in fast-default-rerun.txt; the H/8 fine-tunes below and in 6ae start from these
+for seed in 1 2 3; do timed "fast-default-rerun-k9-s$seed" one_command fast-default-rerun 9 "$seed"; done
 # and the recipe's fine-tune (its learning rate 5e-4, fine-tune seed 1) of those models: lines
-# "ft-kK-sG" (G: the gate seed) in fast-default.txt (session 29 ran K = 18 and 36, not 9 yet)
-ft_fast_default() {  # ft_fast_default K GATESEED
-  local dir=k$1
+# "ft-kK-sG" (G: the gate seed) in NAME.txt (session 29 ran K = 18 and 36, session 31 K = 9)
+ft_fast_default() {  # ft_fast_default K GATESEED [NAME]: NAME's model (default fast-default)
+  local dir=k$1 name=${3:-fast-default}
   [[ $2 == 1 ]] || dir=k$1-s$2
-  finetune_line "ft-k$1-s$2" "$WORK/fast-default/ft-$dir" "$OUT/fast-default.txt" \
-    --pruned "$WORK/fast-default/$dir/pruned.pt" --seed 1 --lr 5e-4
+  finetune_line "ft-k$1-s$2" "$WORK/$name/ft-$dir" "$OUT/$name.txt" \
+    --pruned "$WORK/$name/$dir/pruned.pt" --seed 1 --lr 5e-4
 }
-for k in 18 36 9; do
+for k in 18 36; do
   for seed in 1 2 3; do timed "fast-default-ft-k$k-s$seed" ft_fast_default "$k" "$seed"; done
+done
+for seed in 1 2 3; do
+  timed "fast-default-rerun-ft-k9-s$seed" ft_fast_default 9 "$seed" fast-default-rerun
 done
 # 6ae. the same fine-tune distilled from the unpruned model (finetune-pruned.sh --teacher BASE:
 # criterion dsp_distillation, KL weight W, temperature 1; the goal names the distilled
 # fine-tune, measured until now only on session 5's starts at dropout 0.2) at H/8, where the
 # labels fine-tune stays furthest from the unpruned model: lines "kdW-kK-sG" in
 # fast-default-kd.txt, each paired with the labels fine-tune "ft-kK-sG" of the same start
-ft_fast_default_kd() {  # ft_fast_default_kd K GATESEED WEIGHT
+ft_fast_default_kd() {  # ft_fast_default_kd K GATESEED WEIGHT: of fast-default-rerun's model
   local dir=k$1
   [[ $2 == 1 ]] || dir=k$1-s$2
-  finetune_line "kd$3-k$1-s$2" "$WORK/fast-default/kd$3-$dir" "$OUT/fast-default-kd.txt" \
-    --pruned "$WORK/fast-default/$dir/pruned.pt" --seed 1 --lr 5e-4 --teacher "$BASE" \
+  finetune_line "kd$3-k$1-s$2" "$WORK/fast-default-rerun/kd$3-$dir" "$OUT/fast-default-kd.txt" \
+    --pruned "$WORK/fast-default-rerun/$dir/pruned.pt" --seed 1 --lr 5e-4 --teacher "$BASE" \
     --train-args "--distill-weight $3"
 }
 for seed in 1 2 3; do timed "fast-default-kd0.5-k9-s$seed" ft_fast_default_kd 9 "$seed" 0.5; done

@@ -807,7 +807,8 @@ def test_fast_one_command_goal_needs_the_bleu_and_every_run_under_ten_minutes(tm
 
 
 def test_restarts_and_distilled_finetune_rows_of_the_fast_one_command(tmp_path):
-    """--restarts 3 (stage 6af): fast-default.txt's gate seeds 1-3 make one group, the run
+    """--restarts 3 (stage 6af): fast-default-rerun.txt's gate seeds 1-3 (session 31's rerun of
+    the H/8 one commands, with their fine-tunes) make one group, the run
     with the best --recovery best score on valid kept (its tuned model, its fine-tune), then
     fast-restarts3.txt's own runs; the H/8 fine-tune goal reads their fine-tunes. The
     distilled fine-tunes (stage 6ae, "kd0.5-kK-sG" lines of fast-default-kd.txt) have their
@@ -816,7 +817,7 @@ def test_restarts_and_distilled_finetune_rows_of_the_fast_one_command(tmp_path):
     line = ("k9-s{}: recovery best -> none; untuned test 30.0 valid {}; tuned test {} valid 33.0; "
             "kept tuned; one command 540 s\n")  # fmt: skip
     ft = "ft-k9-s{}: best test {} valid 38.0; last test 37.0 valid 37.0; valid loss 4.0\n"
-    (tmp_path / "fast-default.txt").write_text(
+    (tmp_path / "fast-default-rerun.txt").write_text(
         line.format(1, 25.0, 32.0) + line.format(2, 31.0, 33.5) + line.format(3, 30.0, 34.0)
         + ft.format(1, 35.0) + ft.format(2, 38.0) + ft.format(3, 37.0)
     )  # fmt: skip
@@ -827,6 +828,11 @@ def test_restarts_and_distilled_finetune_rows_of_the_fast_one_command(tmp_path):
     assert "H/8: 37.50 (mean of 2), 2.50 below (limit 2.5) | met |" in goal
     row = next(g for g in text if g.startswith("| ") and "(`--restarts 3`) |" in g)
     assert row.endswith("| 33.50 (33.00) |")  # seed 2's tuned model (K = 9 is the last column)
+    # the rerun's fine-tunes are the one command's at H/8, its runs a row of their own
+    goal = next(g for g in text if "since session 29 + the recipe's" in g)
+    assert "H/8: 36.67 (mean of 3), 3.33 below (limit 2.5)" in goal
+    row = next(g for g in text if g.startswith("| ") and "rerun in session 31" in g)
+    assert row.endswith("|  |  | 32.00 (33.00) |")  # gate seed 1 at H/8 only
     kd = tmp_path / "fast-default-kd.txt"
     kd.write_text(
         "kd0.5-k9-s1: best test 36.0 valid 36.5; last test 35.0 valid 35.0; valid loss 4.0\n"
