@@ -95,7 +95,9 @@
 #                   strip.txt and recovery.json are the chosen run's. Gate runs are seed-
 #                   sensitive on a trained model; --restarts 2 with --train-args
 #                   "--distill-hidden-weight 1" measured best at H/2 and H/4, behind the
-#                   default at H/8 (bench/RESULTS.md "Restarts"). N times the work. Default 1.
+#                   default at H/8 (bench/RESULTS.md "Restarts"); it chooses by the score
+#                   before any fine-tune, which at H/8 kept the run that fine-tuned lowest
+#                   ("H/8 after the fine-tune"). N times the work. Default 1.
 # --restart-jobs J  how many of those runs train at once, the threads ($OMP_NUM_THREADS, else
 #                   every core) split between them; each one's output then goes to
 #                   SAVE_DIR/seed-SEED.log. auto (default): on a CPU min(N, threads), with a
