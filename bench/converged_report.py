@@ -403,17 +403,13 @@ def gate_layer_seeds(path: str, tag: str = "") -> dict:
     file such as gate-layer-distillation.txt: the recipe's model (the better of own weights
     and refit on valid) on test and valid."""
     found: dict = {}
-    if os.path.isfile(path):
-        for line in open(path, encoding="utf-8"):
-            m = re.match(
-                r"g([0-9]+)-s([0-9]+)" + (f"-{tag}" if tag else "") + r": own valid [0-9.]+; "
-                r"refit valid [0-9.]+; "
-                r"best \S+ test ([0-9.]+) valid ([0-9.]+)",
-                line,
-            )
-            if m:
-                scores = (float(m.group(3)), float(m.group(4)))
-                found.setdefault(int(m.group(1)), {})[int(m.group(2))] = scores
+    pattern = (
+        r"g([0-9]+)-s([0-9]+)" + (f"-{tag}" if tag else "") + r": own valid [0-9.]+; "
+        r"refit valid [0-9.]+; best \S+ test ([0-9.]+) valid ([0-9.]+)"
+    )
+    for m in line_matches(path, pattern):
+        scores = (float(m.group(3)), float(m.group(4)))
+        found.setdefault(int(m.group(1)), {})[int(m.group(2))] = scores
     return found
 
 
@@ -465,6 +461,15 @@ def gate_layer_finetunes(path: str) -> dict:
         if m and "best" in run:
             found[(int(m.group(1)), int(m.group(2)))] = run["best"]
     return found
+
+
+def line_matches(path: str, pattern: str) -> list:
+    """The matches of PATTERN at the start of PATH's lines (stripped), in line order; none for
+    a missing file."""
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [m for m in (re.match(pattern, line.strip()) for line in f) if m]
 
 
 def fine_tune_lines(path: str) -> dict:
@@ -551,21 +556,15 @@ def tuned_runs(path: str, start: str, starts: dict) -> dict:
     valid)}, S = 0 for a start without a gate seed), else that start; a line whose start is
     not in STARTS is left out."""
     found: dict = {}
-    if os.path.isfile(path):
-        for line in open(path, encoding="utf-8"):
-            m = re.match(
-                re.escape(start) + r"([0-9]+)(?:-s([0-9]+))?-lr" + re.escape(TUNED_LR)
-                + r"(?:-s[0-9]+)?: best test ([0-9.]+) valid ([0-9.]+)",
-                line,
-            )  # fmt: skip
-            if not m:
-                continue
-            k, seed = int(m.group(1)), int(m.group(2) or 0)
-            if (k, seed) not in starts:
-                continue
-            tuned = (float(m.group(3)), float(m.group(4)))
-            kept = tuned if tuned[1] > starts[(k, seed)][1] else starts[(k, seed)]
-            found.setdefault(k, []).append(kept)
+    pattern = (re.escape(start) + r"([0-9]+)(?:-s([0-9]+))?-lr" + re.escape(TUNED_LR)
+               + r"(?:-s[0-9]+)?: best test ([0-9.]+) valid ([0-9.]+)")  # fmt: skip
+    for m in line_matches(path, pattern):
+        k, seed = int(m.group(1)), int(m.group(2) or 0)
+        if (k, seed) not in starts:
+            continue
+        tuned = (float(m.group(3)), float(m.group(4)))
+        kept = tuned if tuned[1] > starts[(k, seed)][1] else starts[(k, seed)]
+        found.setdefault(k, []).append(kept)
     return found
 
 
@@ -576,18 +575,13 @@ def tuned_default_runs(path: str) -> tuple:
     imp: dict = {}
     for k, _, _, kept in one_command_lines(path):
         dsp.setdefault(k, []).append(kept)
-    if os.path.isfile(path):
-        for line in open(path, encoding="utf-8"):
-            m = re.match(
-                r"imp([0-9]+)-s([0-9]+): untuned valid ([0-9.]+); tuned valid ([0-9.]+); "
-                r"kept (tuned|untuned); test ([0-9.]+)",
-                line,
-            )
-            if m:
-                valid = float(m.group(4) if m.group(5) == "tuned" else m.group(3))
-                imp.setdefault(int(m.group(1)), []).append(
-                    (int(m.group(2)), (float(m.group(6)), valid))
-                )
+    pattern = (
+        r"imp([0-9]+)-s([0-9]+): untuned valid ([0-9.]+); tuned valid ([0-9.]+); "
+        r"kept (tuned|untuned); test ([0-9.]+)"
+    )
+    for m in line_matches(path, pattern):
+        valid = float(m.group(4) if m.group(5) == "tuned" else m.group(3))
+        imp.setdefault(int(m.group(1)), []).append((int(m.group(2)), (float(m.group(6)), valid)))
     return dsp, imp
 
 
@@ -595,11 +589,8 @@ def untuned_starts(path: str) -> dict:
     """{K: [(test, valid), ...]} of the tuning's start (the "untuned" model, --recovery best's
     choice) in the "kK-sS" lines of tuned-default.txt or fast-default.txt, in line order."""
     found: dict = {}
-    if os.path.isfile(path):
-        for line in open(path, encoding="utf-8"):
-            m = re.match(r"k([0-9]+)-s[0-9]+: .*untuned test ([0-9.]+) valid ([0-9.]+);", line)
-            if m:
-                found.setdefault(int(m.group(1)), []).append((float(m.group(2)), float(m.group(3))))
+    for m in line_matches(path, r"k([0-9]+)-s[0-9]+: .*untuned test ([0-9.]+) valid ([0-9.]+);"):
+        found.setdefault(int(m.group(1)), []).append((float(m.group(2)), float(m.group(3))))
     return found
 
 
@@ -617,18 +608,15 @@ def one_command_lines(path: str) -> list:
     """[(K, S, untuned, kept), ...] of the "kK-sS" lines of a one command's file, in line order:
     the tuning's start (--recovery best's model) and the model kept, each (test, valid)."""
     found = []
-    if os.path.isfile(path):
-        for line in open(path, encoding="utf-8"):
-            m = re.match(
-                r"k([0-9]+)-s([0-9]+): .*untuned test ([0-9.]+) valid ([0-9.]+); "
-                r"tuned test ([0-9.]+) valid ([0-9.]+); kept (tuned|untuned)",
-                line,
-            )
-            if m:
-                untuned = (float(m.group(3)), float(m.group(4)))
-                tuned = (float(m.group(5)), float(m.group(6)))
-                kept = tuned if m.group(7) == "tuned" else untuned
-                found.append((int(m.group(1)), int(m.group(2)), untuned, kept))
+    pattern = (
+        r"k([0-9]+)-s([0-9]+): .*untuned test ([0-9.]+) valid ([0-9.]+); "
+        r"tuned test ([0-9.]+) valid ([0-9.]+); kept (tuned|untuned)"
+    )
+    for m in line_matches(path, pattern):
+        untuned = (float(m.group(3)), float(m.group(4)))
+        tuned = (float(m.group(5)), float(m.group(6)))
+        kept = tuned if m.group(7) == "tuned" else untuned
+        found.append((int(m.group(1)), int(m.group(2)), untuned, kept))
     return found
 
 
@@ -673,25 +661,15 @@ def restarts_rows(default_path: str, restarts_path: str, n: int) -> tuple:
 def one_command_seconds(path: str) -> dict:
     """{K: [wall seconds of the one command, ...]} of the "kK-sS: ...; one command N s" lines."""
     found: dict = {}
-    if os.path.isfile(path):
-        for line in open(path, encoding="utf-8"):
-            m = re.match(r"k([0-9]+)-s[0-9]+: .*; one command ([0-9]+) s$", line.strip())
-            if m:
-                found.setdefault(int(m.group(1)), []).append(int(m.group(2)))
+    for m in line_matches(path, r"k([0-9]+)-s[0-9]+: .*; one command ([0-9]+) s$"):
+        found.setdefault(int(m.group(1)), []).append(int(m.group(2)))
     return found
 
 
 def tuning_seeds(path: str, start: str) -> set:
     """{(K, T)} of tuned-refit.txt's "tuned-STARTK-lrLR[-sT]" lines (T = 1 without -sT)."""
-    seeds = set()
-    if os.path.isfile(path):
-        for line in open(path, encoding="utf-8"):
-            m = re.match(
-                re.escape(start) + r"([0-9]+)-lr" + re.escape(TUNED_LR) + r"(?:-s([0-9]+))?:", line
-            )
-            if m:
-                seeds.add((int(m.group(1)), int(m.group(2) or 1)))
-    return seeds
+    pattern = re.escape(start) + r"([0-9]+)-lr" + re.escape(TUNED_LR) + r"(?:-s([0-9]+))?:"
+    return {(int(m.group(1)), int(m.group(2) or 1)) for m in line_matches(path, pattern)}
 
 
 def tuned_finetunes(runs: dict, start: str) -> dict:
