@@ -840,6 +840,8 @@ for seed in 1 2 3; do timed "fast-default-k9-s$seed" one_command fast-default 9 
 # a machine 2.1 times slower than session 29's, which drew other heads from the same gate seeds:
 # lines in fast-default-rerun.txt; the H/8 fine-tunes below and in 6ae start from these
 for seed in 1 2 3; do timed "fast-default-rerun-k9-s$seed" one_command fast-default-rerun 9 "$seed"; done
+# session 32: gate seeds 4-6 too (their fine-tunes below), for stage 6ag's choice of restarts
+for seed in 4 5 6; do timed "fast-default-rerun-k9-s$seed" one_command fast-default-rerun 9 "$seed"; done
 # and the recipe's fine-tune (its learning rate 5e-4, fine-tune seed 1) of those models: lines
 # "ft-kK-sG" (G: the gate seed) in NAME.txt (session 29 ran K = 18 and 36, session 31 K = 9)
 ft_fast_default() {  # ft_fast_default K GATESEED [NAME]: NAME's model (default fast-default)
@@ -851,7 +853,7 @@ ft_fast_default() {  # ft_fast_default K GATESEED [NAME]: NAME's model (default 
 for k in 18 36; do
   for seed in 1 2 3; do timed "fast-default-ft-k$k-s$seed" ft_fast_default "$k" "$seed"; done
 done
-for seed in 1 2 3; do
+for seed in 1 2 3 4 5 6; do
   timed "fast-default-rerun-ft-k9-s$seed" ft_fast_default 9 "$seed" fast-default-rerun
 done
 # 6ae. the same fine-tune distilled from the unpruned model (finetune-pruned.sh --teacher BASE:
@@ -880,6 +882,19 @@ for first in 4 7 10; do
   timed "fast-restarts3-k9-s$first" one_command fast-restarts3 9 "$first" --restarts 3
   timed "fast-restarts3-ft-k9-s$first" ft_restarts 9 "$first"
 done
+# 6ag. session 32: which validation score, read before the fine-tune, picks the gate run that
+# fine-tunes best (--restarts' choice): the start's and the tuned model's sacreBLEU and label
+# NLL (fairseq-validate) of stage 6ad's rerun models, gate seeds 1-6 in groups of 3, against
+# their fine-tunes above (bench/restart_choice.py; lines in restart-choice.txt)
+runs=()
+for seed in 1 2 3 4 5 6; do
+  dir=$WORK/fast-default-rerun/k9
+  [[ $seed == 1 ]] || dir+=-s$seed
+  runs+=("$dir")
+done
+timed restart-choice-k9 python "$ROOT/bench/restart_choice.py" --data "$DATA/bin" \
+  --results "$OUT/fast-default-rerun.txt" --group 3 "${runs[@]}" > "$OUT/restart-choice.txt.tmp"
+mv "$OUT/restart-choice.txt.tmp" "$OUT/restart-choice.txt"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

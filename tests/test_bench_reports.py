@@ -1000,3 +1000,54 @@ def test_head_layouts_count_the_kept_heads_per_type_and_read_the_valid_score(tmp
     torch.save({"model": {}, "args": argparse.Namespace()}, run_dir / "pruned.pt")
     with pytest.raises(SystemExit, match="seed-2/pruned.pt is not a stripped model"):
         layout_line(str(run_dir))
+
+
+def test_restart_choice_reads_each_score_and_picks_per_group(tmp_path, capsys):
+    """bench/restart_choice.py: each run's valid BLEU (tune.json) and NLL (valid_loss's file,
+    reused while newer than its model and made for it), the fine-tuned scores of its ft line;
+    per group of seeds the run each score picks (BLEU: highest, NLL: lowest)."""
+    import os
+
+    from bench.restart_choice import main
+
+    runs, lines = [], []
+    # seed: (start BLEU, start NLL, tuned BLEU, tuned NLL, fine-tuned test, valid)
+    values = {1: (30.0, 2.9, 33.0, 2.7, 36.0, 36.5), 2: (29.0, 2.8, 32.0, 2.6, 37.5, 37.6),
+              3: (28.0, 2.85, 32.5, 2.65, 37.2, 38.0), 4: (27.0, 3.0, 31.0, 2.8, 35.0, 35.5)}  # fmt: skip
+    for seed, (b0, n0, b1, n1, test, valid) in values.items():
+        run = tmp_path / ("k9" if seed == 1 else f"k9-s{seed}")
+        (run / "tuned/run").mkdir(parents=True)
+        doc = {"valid_sacrebleu": {"untuned": b0, "tuned": b1}}
+        (run / "tuned/tune.json").write_text(json.dumps(doc))
+        for name, rel, nll in (("untuned", "pruned.untuned.pt", n0),
+                               ("tuned", "tuned/run/pruned.pt", n1)):  # fmt: skip
+            (run / rel).write_bytes(b"model")
+            made_for = {"checkpoint": os.path.realpath(run / rel), "subset": "valid"}
+            cache = run / f"valid-loss-{name}.json"
+            cache.write_text(json.dumps({"valid_nll_loss": nll, "made_for": made_for}))
+            os.utime(cache, (os.path.getmtime(run / rel) + 1,) * 2)
+        runs.append(str(run))
+        kept = "untuned" if seed == 2 else "tuned"  # the one command's model: its test score
+        lines += [f"k9-s{seed}: recovery best -> none; untuned test {20 + seed} valid 1; tuned "
+                  f"test {30 + seed} valid 2; kept {kept}; one command 9 s",
+                  f"ft-k9-s{seed}: best test {test} valid {valid}; last test 0 valid 0"]  # fmt: skip
+    results = tmp_path / "results.txt"
+    results.write_text("\n".join(lines) + "\n")
+    main(["--data", str(tmp_path / "no-data"), "--results", str(results), "--group", "3", *runs])
+    out = capsys.readouterr().out
+    assert (
+        "k9-s2: start valid BLEU 29.00 NLL 2.800; tuned valid BLEU 32.00 NLL 2.600; the one "
+        "command test 22.00; fine-tuned test 37.50 valid 37.60" in out
+    )
+    assert (
+        "choice k9 by valid BLEU of the start: seed 1 (36.00; 31.00); mean fine-tuned test "
+        "36.00, before the fine-tune 31.00" in out
+    )
+    assert "choice k9 by valid NLL of the start: seed 2 (37.50; 22.00)" in out
+    assert "choice k9 by valid NLL tuned: seed 2 (37.50; 22.00)" in out
+    assert "seeds 1-3 by the fine-tuned valid BLEU (hindsight): seed 3 (37.20)" in out
+    assert "seed 4" not in out.split("k9-s4:")[1]  # an incomplete group chooses nothing
+    with pytest.raises(SystemExit, match="lacks the line k9-s5 or ft-k9-s5"):
+        run = tmp_path / "k9-s5"
+        run.mkdir()
+        main(["--data", "x", "--results", str(results), str(run)])

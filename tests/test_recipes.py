@@ -351,6 +351,28 @@ def test_choose_recovery_takes_the_best_validation_score(tmp_path):
     assert choose_recovery.main(["--candidate", "none"]) == 2  # not NAME=FILE
     assert choose_recovery.main(["--candidate", f"none={tmp_path / 'absent.json'}"]) == 2
 
+    # --metric nll: the lowest validation NLL wins, against the higher sacreBLEU
+    def loss(name, nll):
+        (tmp_path / f"{name}.loss").write_text(json.dumps({"valid_nll_loss": nll}))
+        return f"{name}={tmp_path / name}.loss"
+
+    runs = ["--candidate", score("seed-1", 30.0), "--candidate", score("seed-2", 29.0)]
+    losses = ["--loss", loss("seed-1", 2.9), "--loss", loss("seed-2", 2.8)]
+    code = choose_recovery.main(
+        [*runs, *losses, "--metric", "nll", "--kind", "restarts", "--output", str(out)]
+    )
+    assert code == 0 and json.loads(out.read_text()) == {
+        "restarts": 2, "chosen": "seed-2", "valid_sacrebleu": {"seed-1": 30.0, "seed-2": 29.0},
+        "valid_sacrebleu_chosen": 29.0, "metric": "nll",
+        "valid_nll_loss": {"seed-1": 2.9, "seed-2": 2.8}, "valid_nll_loss_chosen": 2.8,
+    }  # fmt: skip
+    assert choose_recovery.main([*runs, *losses, "--kind", "restarts", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["chosen"] == "seed-1"  # the default metric: sacreBLEU
+    # a candidate without its loss, or a loss file without an NLL, is refused
+    assert choose_recovery.main([*runs, *losses[:2], "--metric", "nll"]) == 2
+    assert choose_recovery.main([*runs, "--loss", score("seed-1", 1.0), *losses[2:],
+                                 "--metric", "nll"]) == 2  # fmt: skip
+
 
 def test_results_table_resumes(tmp_path):
     prefix = str(tmp_path / "results")

@@ -335,13 +335,13 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
     work = baseline
     out = tmp_path / "restarts"
 
-    def prune(restarts, jobs=1, check=True):
+    def prune(restarts, *more, jobs=1, check=True):
         return run(
             "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data",
             "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "8",
             "--save-dir", out, "--preset", "cpu-small", "--recovery", "none",
             "--restarts", restarts, "--restart-jobs", jobs, "--validate-interval", "0",
-            "--gen-args", GEN,
+            "--gen-args", GEN, *more,
             "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3", check=check,
         )  # fmt: skip
 
@@ -371,6 +371,24 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
     changed = [p for p in written if p.stat().st_mtime_ns != written[p]]
     assert changed == [out / "restarts.json"], changed  # the choice, made again, the same
     assert json.loads((out / "restarts.json").read_text()) == choice
+    # --restart-metric nll: the same runs (nothing trained again), chosen by fairseq-validate's
+    # label NLL of each kept model on valid, the lowest (ties: the first seed)
+    proc = prune(2, "--restart-metric", "nll")
+    nll = {f"seed-{s}": json.loads((f / "valid-loss.json").read_text())["valid_nll_loss"]
+           for s, f in runs.items()}  # fmt: skip
+    by_nll = min(sorted(nll), key=nll.get)
+    assert json.loads((out / "restarts.json").read_text()) == {
+        "restarts": 2, "chosen": by_nll, "valid_sacrebleu": bleu,
+        "valid_sacrebleu_chosen": bleu[by_nll], "metric": "nll", "valid_nll_loss": nll,
+        "valid_nll_loss_chosen": nll[by_nll],
+    }  # fmt: skip
+    assert all(v > 0 for v in nll.values()) and "lowest validation NLL" in proc.stdout
+    assert (out / "pruned.pt").read_bytes() == (out / by_nll / "pruned.pt").read_bytes()
+    assert (
+        f"restarts: best of 2 gate runs on valid NLL -> {by_nll}" in (out / "strip.txt").read_text()
+    )
+    assert all((f / "checkpoint_last.pt").stat().st_mtime_ns == written[f / "checkpoint_last.pt"]
+               for f in runs.values())  # fmt: skip
     # one run in the same folder afterwards: its own gates, stripped; the restarts' choice gone
     prune(1)
     assert not (out / "restarts.json").exists() and (out / "checkpoint_last.pt").is_file()
@@ -379,6 +397,10 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
     assert proc.returncode != 0 and "--restarts takes a positive number" in proc.stderr
     proc = prune(2, jobs=0, check=False)
     assert proc.returncode != 0 and "--restart-jobs takes a positive number or auto" in proc.stderr
+    proc = prune(2, "--restart-metric", "loss", check=False)
+    assert (
+        proc.returncode != 0 and "--restart-metric must be bleu or nll, not 'loss'" in proc.stderr
+    )
 
 
 def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):

@@ -4,6 +4,7 @@ or the averaged or final model of a fine-tune (finetune-pruned.sh --choose valid
 
     python -m dsp_fairseq.recipes.choose_recovery --candidate reconstruct=DIR/score.json \\
         --candidate none=DIR/score.json [--output RECOVERY.json] [--kind recovery|restarts|tuning|finetune]
+        [--loss reconstruct=LOSS.json --loss none=LOSS.json --metric nll]
 
 Each candidate is a name and the ``score.json`` that ``evaluate.sh --subset valid``
 wrote for its model. Prints the name of the candidate with the highest sacreBLEU (ties:
@@ -11,7 +12,11 @@ the first listed) and, with ``--output``, writes (atomically) ``{"recovery": "be
 "chosen": NAME, "valid_sacrebleu": {NAME: BLEU, ...}, "valid_sacrebleu_chosen": BLEU}``
 (with ``--kind restarts``: ``"restarts": N`` in place of ``"recovery": "best"``; with ``--kind
 tuning``: ``"tuning": "best"``; with ``--kind finetune``: ``"finetune": "best"``).
-Only validation scores are meant to be given: the test set must never choose.
+With ``--metric nll`` the choice is the lowest validation NLL instead, each candidate's read
+from the ``--loss NAME=LOSS.json`` that ``dsp_fairseq.recipes.valid_loss`` wrote (ties: the
+first listed); the file then also has ``"metric": "nll"``, ``"valid_nll_loss": {NAME: NLL,
+...}`` and ``"valid_nll_loss_chosen"`` (the sacreBLEU entries stay, for the chosen model's
+report). Only validation scores are meant to be given: the test set must never choose.
 """
 
 from __future__ import annotations
@@ -31,19 +36,22 @@ def choose(scores: List[Tuple[str, float]]) -> str:
     return scores[best][0]
 
 
-def read_candidates(specs: List[str]) -> List[Tuple[str, float]]:
+def read_candidates(
+    specs: List[str], option: str = "--candidate", key: str = "sacrebleu"
+) -> List[Tuple[str, float]]:
+    """(NAME, value) of each NAME=FILE spec: FILE's number under KEY."""
     out = []
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
-            raise ValueError(f"--candidate {spec!r}: give NAME=SCORE.json")
+            raise ValueError(f"{option} {spec!r}: give NAME=FILE.json")
         try:
             with open(path, encoding="utf-8") as f:
-                out.append((name, float(json.load(f)["sacrebleu"])))
+                out.append((name, float(json.load(f)[key])))
         except (OSError, ValueError, KeyError, TypeError) as err:
-            raise ValueError(f"--candidate {spec}: cannot read a sacreBLEU score: {err}") from err
+            raise ValueError(f"{option} {spec}: cannot read its {key}: {err}") from err
     if len({n for n, _ in out}) != len(out):
-        raise ValueError("--candidate names must differ")
+        raise ValueError(f"{option} names must differ")
     return out
 
 
@@ -58,13 +66,26 @@ def main(argv=None) -> int:
         help="what the candidates are: recoveries of one model, gate runs (restarts), a "
         "model and its tuned refit (tuning), or a fine-tune's averaged and final models",
     )  # fmt: skip
+    parser.add_argument("--loss", action="append", default=[], metavar="NAME=LOSS.json")
+    parser.add_argument(
+        "--metric", choices=("bleu", "nll"), default="bleu",
+        help="choose by the highest validation sacreBLEU (default) or the lowest validation "
+        "NLL (--loss of every candidate)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         scores = read_candidates(args.candidate)
+        losses = read_candidates(args.loss, "--loss", "valid_nll_loss")
+        if args.metric == "nll" and sorted(n for n, _ in losses) != sorted(n for n, _ in scores):
+            raise ValueError("--metric nll needs one --loss for every --candidate, by name")
     except ValueError as err:
         print(f"choose_recovery: error: {err}", file=sys.stderr)
         return 2
-    chosen = choose(scores)
+    nll: Dict[str, float] = dict(losses)
+    if args.metric == "nll":
+        chosen = choose([(name, -nll[name]) for name, _ in scores])
+    else:
+        chosen = choose(scores)
     bleu: Dict[str, float] = dict(scores)
     if args.output:
         head = {
@@ -79,6 +100,8 @@ def main(argv=None) -> int:
             "valid_sacrebleu": bleu,
             "valid_sacrebleu_chosen": bleu[chosen],
         }
+        if args.metric == "nll":
+            doc.update(metric="nll", valid_nll_loss=nll, valid_nll_loss_chosen=nll[chosen])
         tmp = args.output + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)

@@ -11,7 +11,8 @@
 #                      [--recovery tuned|best|reconstruct|none] [--reconstruct-args "ARGS"]
 #                      [--gate-init importance|none] [--importance-scores FILE]
 #                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
-#                      [--restart-jobs J|auto] [--gate-epochs N] [-- FAIRSEQ-TRAIN-ARGS...]
+#                      [--restart-jobs J|auto] [--restart-metric bleu|nll] [--gate-epochs N]
+#                      [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
 #                   transformer_dsp); the gated model takes its shape from it
@@ -103,6 +104,10 @@
 #                   SAVE_DIR/seed-SEED.log. auto (default): on a CPU min(N, threads), with a
 #                   GPU 1. On 2 CPU cores two restarts side by side took 0.88x the wall time
 #                   of one after the other (bench/RESULTS.md "Restarts side by side")
+# --restart-metric  what --restarts chooses by: bleu, the validation sacreBLEU above (default),
+#                   or nll, the lowest validation NLL (fairseq-validate, teacher-forced) of
+#                   each run's kept model (python -m dsp_fairseq.recipes.valid_loss; in
+#                   SAVE_DIR/seed-SEED/valid-loss.json, and restarts.json)
 # Output: SAVE_DIR/checkpoint_{best,last}.pt (gated; with --restarts in SAVE_DIR/seed-SEED/),
 # SAVE_DIR/pruned.pt (stripped),
 # SAVE_DIR/strip.txt, SAVE_DIR/train.log (with --recovery tuned or best also SAVE_DIR/recovery.json
@@ -114,7 +119,7 @@ set -euo pipefail
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=tuned REC_ARGS=""
-OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1
+OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1 METRIC=bleu
 EXTRA=() CALL_ARGS=("$@")
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -141,6 +146,7 @@ while [[ $# -gt 0 ]]; do
     --importance-args) IMP_ARGS=$2; shift 2 ;;
     --restarts) RESTARTS=$2; shift 2 ;;
     --restart-jobs) JOBS=$2; shift 2 ;;
+    --restart-metric) METRIC=$2; shift 2 ;;
     --gate-epochs) EPOCHS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
@@ -157,6 +163,7 @@ need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ -z $ARGS_FILE ]] || need_file "$ARGS_FILE" "--args-file"
 [[ $RESTARTS =~ ^[1-9][0-9]*$ ]] || die "--restarts takes a positive number of gate runs, not '$RESTARTS'"
 [[ $JOBS == auto || $JOBS =~ ^[1-9][0-9]*$ ]] || die "--restart-jobs takes a positive number or auto, not '$JOBS'"
+[[ $METRIC == bleu || $METRIC == nll ]] || die "--restart-metric must be bleu or nll, not '$METRIC'"
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
 case $RECOVERY in
@@ -222,7 +229,7 @@ if [[ $RESTARTS -gt 1 ]]; then
   for (( i = 0; i < ${#CALL_ARGS[@]}; i += 2 )); do
     [[ ${CALL_ARGS[i]} == -- ]] && break
     case ${CALL_ARGS[i]} in
-      --restarts|--restart-jobs|--seed|--save-dir|--importance-scores|--recovery) ;;
+      --restarts|--restart-jobs|--restart-metric|--seed|--save-dir|--importance-scores|--recovery) ;;
       *) own+=("${CALL_ARGS[i]}" "${CALL_ARGS[i + 1]}") ;;
     esac
   done
@@ -283,12 +290,26 @@ if [[ $RESTARTS -gt 1 ]]; then
         --out "$score_dir" --subset valid --gen-args "$GEN_ARGS"
     fi
     candidates+=(--candidate "seed-$s=$score_dir/score.json")
-    scores+=("seed-$s $(score_of "$score_dir")")
+    if [[ $METRIC == nll ]]; then
+      nll=$(python -m dsp_fairseq.recipes.valid_loss --data "$DATA/bin" \
+        --checkpoint "$run_dir/pruned.pt" --output "$run_dir/valid-loss.json") \
+        || die "cannot compute the validation NLL of $run_dir/pruned.pt (see above)"
+      candidates+=(--loss "seed-$s=$run_dir/valid-loss.json")
+      scores+=("seed-$s $nll")
+    else
+      scores+=("seed-$s $(score_of "$score_dir")")
+    fi
   done
-  chosen=$(python -m dsp_fairseq.recipes.choose_recovery --kind restarts \
+  chosen=$(python -m dsp_fairseq.recipes.choose_recovery --kind restarts --metric "$METRIC" \
     --output "$SAVE/restarts.json" "${candidates[@]}") \
     || die "cannot compare the restarts' validation scores (see above)"
-  say "restarts: $chosen decodes the validation set best (valid sacreBLEU: $(IFS=,; echo "${scores[*]}" | sed 's/,/, /g'))"
+  by=""  # the report's words for the metric
+  if [[ $METRIC == nll ]]; then
+    by=" NLL"
+    say "restarts: $chosen has the lowest validation NLL (bits per token: $(IFS=,; echo "${scores[*]}" | sed 's/,/, /g'))"
+  else
+    say "restarts: $chosen decodes the validation set best (valid sacreBLEU: $(IFS=,; echo "${scores[*]}" | sed 's/,/, /g'))"
+  fi
   # a tuning of another run's model (an earlier call chose another) is not this one's
   cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.untuned.pt" || rm -f "$SAVE/pruned.untuned.pt"
   # the chosen run's model and reports, copied (a rerun that chooses the same leaves them be)
@@ -296,7 +317,7 @@ if [[ $RESTARTS -gt 1 ]]; then
     cp "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt.tmp"
     mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
   fi
-  { cat "$SAVE/$chosen/strip.txt"; echo "restarts: best of $RESTARTS gate runs on valid -> $chosen"; } > "$SAVE/strip.txt.tmp"
+  { cat "$SAVE/$chosen/strip.txt"; echo "restarts: best of $RESTARTS gate runs on valid$by -> $chosen"; } > "$SAVE/strip.txt.tmp"
   cmp -s "$SAVE/strip.txt.tmp" "$SAVE/strip.txt" && rm "$SAVE/strip.txt.tmp" || mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
   for f in recovery recovery.json; do
     if [[ -f $SAVE/$chosen/$f ]]; then
