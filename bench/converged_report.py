@@ -288,7 +288,7 @@ LABELS[FAST_DEFAULT_FT] = (
     LABELS[FAST_DEFAULT] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}{_DEFAULT_SINCE}"
 )
 LABELS[FAST_DEFAULT_RERUN] = (
-    LABELS[FAST_DEFAULT] + ", rerun in session 31 on a slower machine (the models of the H/8 "
+    LABELS[FAST_DEFAULT] + ", rerun in sessions 31-32 on a slower machine (the models of the H/8 "
     "fine-tunes)"
 )
 LABELS[FAST_RESTARTS] = (
@@ -1131,7 +1131,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
         ft_files = (
             f"[bench/recovery/{FAST_DEFAULT_FILE}](bench/recovery/{FAST_DEFAULT_FILE}), at H/8 "
             f"[bench/recovery/{FAST_DEFAULT_RERUN_FILE}](bench/recovery/{FAST_DEFAULT_RERUN_FILE}):"
-            " the same command rerun in session 31, other gate runs than the first column's"
+            " the same command rerun in sessions 31-32 (6 gate seeds), other gate runs than the first column's"
         )
     columns = (
         (newest(FAST_DEFAULT, TUNED_DEFAULT), "DSP, the one command (tuned refit)"),
