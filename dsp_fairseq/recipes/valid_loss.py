@@ -23,7 +23,7 @@ import sys
 from typing import Dict
 
 PLUGIN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_STATS = re.compile(r"\| valid \| (\{.*\})|\| valid on '[^']*' subset \| (\{.*\})")
+_STATS = re.compile(r"\| valid \| (\{.*\})")  # --log-format json's summary line
 
 
 def run_validate(data: str, checkpoint: str, subset: str = "valid", max_tokens: int = 4096) -> Dict:
@@ -32,7 +32,7 @@ def run_validate(data: str, checkpoint: str, subset: str = "valid", max_tokens: 
            "--task", "translation", "--valid-subset", subset, "--max-tokens", str(max_tokens), "--log-format", "json",
            "--num-workers", "0"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    found = [a or b for a, b in _STATS.findall(proc.stdout + proc.stderr)]
+    found = _STATS.findall(proc.stdout + proc.stderr)
     if proc.returncode != 0 or not found:
         raise RuntimeError(
             f"fairseq-validate failed on {checkpoint} (exit {proc.returncode}):\n"

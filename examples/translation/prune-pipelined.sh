@@ -303,12 +303,13 @@ if [[ $RESTARTS -gt 1 ]]; then
   chosen=$(python -m dsp_fairseq.recipes.choose_recovery --kind restarts --metric "$METRIC" \
     --output "$SAVE/restarts.json" "${candidates[@]}") \
     || die "cannot compare the restarts' validation scores (see above)"
+  listed=$(IFS=,; echo "${scores[*]}" | sed 's/,/, /g')
   by=""  # the report's words for the metric
   if [[ $METRIC == nll ]]; then
     by=" NLL"
-    say "restarts: $chosen has the lowest validation NLL (bits per token: $(IFS=,; echo "${scores[*]}" | sed 's/,/, /g'))"
+    say "restarts: $chosen has the lowest validation NLL (bits per token: $listed)"
   else
-    say "restarts: $chosen decodes the validation set best (valid sacreBLEU: $(IFS=,; echo "${scores[*]}" | sed 's/,/, /g'))"
+    say "restarts: $chosen decodes the validation set best (valid sacreBLEU: $listed)"
   fi
   # a tuning of another run's model (an earlier call chose another) is not this one's
   cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.untuned.pt" || rm -f "$SAVE/pruned.untuned.pt"
