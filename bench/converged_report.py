@@ -288,8 +288,8 @@ LABELS[FAST_DEFAULT_FT] = (
     LABELS[FAST_DEFAULT] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}{_DEFAULT_SINCE}"
 )
 LABELS[FAST_DEFAULT_RERUN] = (
-    LABELS[FAST_DEFAULT] + ", rerun in sessions 31-32 on a slower machine (the models of the H/8 "
-    "fine-tunes)"
+    LABELS[FAST_DEFAULT] + ", rerun in sessions 31-33 on a slower machine (the models of the H/8 "
+    "fine-tunes, and at H/4 those of stage 6ag's choice)"
 )
 LABELS[FAST_RESTARTS] = (
     LABELS[FAST_DEFAULT] + f", the best of {FAST_RESTARTS_N} gate runs on valid "
@@ -820,7 +820,10 @@ def main() -> int:
     fast_file = os.path.join(args.dir, FAST_DEFAULT_FILE)
     dsp_fast, _ = tuned_default_runs(fast_file)
     rerun_file = os.path.join(args.dir, FAST_DEFAULT_RERUN_FILE)
-    fast_ft_lines = {**fine_tune_lines(fast_file), **fine_tune_lines(rerun_file)}
+    # the rerun's K = 9 fine-tunes (session 29's K = 9 models were gone); its K = 18 runs
+    # (session 33, stage 6ag's choice at H/4) drew other heads from the same gate seeds: the
+    # H/4 cell stays session 29's
+    fast_ft_lines = {**fine_tune_lines(rerun_file), **fine_tune_lines(fast_file)}
     dsp_fast_ft = tuned_finetunes(fast_ft_lines, "k")
     # the restarts' first group: the rerun's seeds 1-3, whose fine-tunes exist
     fast_restarts = restarts_rows(

@@ -842,6 +842,9 @@ for seed in 1 2 3; do timed "fast-default-k9-s$seed" one_command fast-default 9 
 for seed in 1 2 3; do timed "fast-default-rerun-k9-s$seed" one_command fast-default-rerun 9 "$seed"; done
 # session 32: gate seeds 4-6 too (their fine-tunes below), for stage 6ag's choice of restarts
 for seed in 4 5 6; do timed "fast-default-rerun-k9-s$seed" one_command fast-default-rerun 9 "$seed"; done
+# session 33: K = 18 on the same machine, gate seeds 1-3 (session 29's K = 18 models were gone),
+# for stage 6ag's choice at H/4
+for seed in 1 2 3; do timed "fast-default-rerun-k18-s$seed" one_command fast-default-rerun 18 "$seed"; done
 # and the recipe's fine-tune (its learning rate 5e-4, fine-tune seed 1) of those models: lines
 # "ft-kK-sG" (G: the gate seed) in NAME.txt (session 29 ran K = 18 and 36, session 31 K = 9)
 ft_fast_default() {  # ft_fast_default K GATESEED [NAME]: NAME's model (default fast-default)
@@ -855,6 +858,9 @@ for k in 18 36; do
 done
 for seed in 1 2 3 4 5 6; do
   timed "fast-default-rerun-ft-k9-s$seed" ft_fast_default 9 "$seed" fast-default-rerun
+done
+for seed in 1 2 3; do
+  timed "fast-default-rerun-ft-k18-s$seed" ft_fast_default 18 "$seed" fast-default-rerun
 done
 # 6ae. the same fine-tune distilled from the unpruned model (finetune-pruned.sh --teacher BASE:
 # criterion dsp_distillation, KL weight W, temperature 1; the goal names the distilled
@@ -895,6 +901,11 @@ done
 timed restart-choice-k9 python "$ROOT/bench/restart_choice.py" --data "$DATA/bin" \
   --results "$OUT/fast-default-rerun.txt" --group 3 "${runs[@]}" > "$OUT/restart-choice.txt.tmp"
 mv "$OUT/restart-choice.txt.tmp" "$OUT/restart-choice.txt"
+# session 33: the same at H/4, gate seeds 1-3 of the K = 18 rerun (one group)
+runs=("$WORK/fast-default-rerun/k18" "$WORK/fast-default-rerun/k18-s2" "$WORK/fast-default-rerun/k18-s3")
+timed restart-choice-k18 python "$ROOT/bench/restart_choice.py" --data "$DATA/bin" \
+  --results "$OUT/fast-default-rerun.txt" --group 3 "${runs[@]}" > "$OUT/restart-choice-k18.txt.tmp"
+mv "$OUT/restart-choice-k18.txt.tmp" "$OUT/restart-choice-k18.txt"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

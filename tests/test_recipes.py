@@ -280,134 +280,6 @@ def test_iwslt_clear_errors(iwslt, tmp_path):
     assert notool.returncode == 1 and "not found on PATH" in notool.stderr
 
 
-# -- pure helpers -------------------------------------------------------------------
-def test_clean_pairs_matches_clean_corpus_rules():
-    src = ["a b c", "", "a " * 176, "a b", "a b c d", "x"]
-    tgt = ["a b c", "a", "b", "a b c d", "a b c d e f g", "y"]
-    # kept: equal; dropped: empty side, > 175 tokens; ratio 2/4 = 2 > 1.5 dropped,
-    # 4/7 = 1.75 dropped; 1/1 kept
-    assert iwslt14_text.clean_pairs(src, tgt) == [0, 5]
-    assert iwslt14_text.clean_pairs(["a b"], ["a b c"], ratio=1.5) == [0]  # 1.5 itself passes
-    assert iwslt14_text.split_every(list(range(1, 50))) == (
-        [i for i in range(1, 50) if i % 23],
-        [23, 46],
-    )
-
-
-def test_seg_and_tag_stripping():
-    assert iwslt14_text.seg_lines(
-        ['<seg id="7"> Hallo  Welt </seg>', "<doc>", "<seg id=8>x</seg>"]
-    ) == ["Hallo  Welt", "x"]
-    assert iwslt14_text.strip_train_tags(
-        ["<url>u</url>", "<talkid>3</talkid>", " <title>T</title>", "text", "<reviewer href='x'>"]
-    ) == ["T", "text"]
-
-
-def test_bleu_eval_scores_and_labels():
-    refs = ["The cat sat on the mat.", "It's a dog, isn't it?"]
-    # Untokenized corpus: perfect hypotheses score 100 both ways.
-    perfect = bleu_eval.score(refs, refs, None, "en")
-    assert perfect["sacrebleu"] == 100.0 and perfect["tok_bleu"] == 100.0
-    assert "case:mixed" in perfect["sacrebleu_signature"]
-    # Tokenized lowercased corpus: hypotheses are tokenized; sacreBLEU detokenizes and
-    # ignores case; tokenized BLEU compares tokens as they are.
-    tok = ["the cat sat on the mat .", "it &apos;s a dog , isn &apos;t it ?"]
-    scored = bleu_eval.score(tok, refs, tok, "en")
-    assert scored["sacrebleu"] == 100.0 and scored["tok_bleu"] == 100.0
-    assert (
-        "case:lc" in scored["sacrebleu_signature"]
-        and "(case-insensitive)" in scored["sacrebleu_label"]
-    )
-    assert scored["_detok"][1] == "it's a dog, isn't it?"
-    worse = bleu_eval.score(["the cat sat on a mat .", tok[1]], refs, tok, "en")
-    assert 0 < worse["tok_bleu"] < 100
-    out = ["S-1\tx", "D-1\t-0.5\tsecond", "H-0\t-1\tfirst", "D-0\t-1\tfirst"]
-    assert bleu_eval.hypotheses_from_generate(out) == ["first", "second"]
-    with pytest.raises(bleu_eval.EvalError, match="misses sentence ids"):
-        bleu_eval.hypotheses_from_generate(["D-1\t0\tx"])
-    with pytest.raises(bleu_eval.EvalError, match="2 references"):
-        bleu_eval.score(["a"], refs, None, "en")
-
-
-def test_choose_recovery_takes_the_best_validation_score(tmp_path):
-    from dsp_fairseq.recipes import choose_recovery
-
-    def score(name, bleu):
-        (tmp_path / name).write_text(json.dumps({"sacrebleu": bleu}))
-        return f"{name}={tmp_path / name}"
-
-    assert choose_recovery.choose([("reconstruct", 30.0), ("none", 30.0)]) == "reconstruct"
-    assert choose_recovery.choose([("reconstruct", 30.0), ("none", 30.5)]) == "none"
-    out = tmp_path / "choice.json"
-    code = choose_recovery.main(
-        ["--candidate", score("reconstruct", 31.25), "--candidate", score("none", 33.5),
-         "--output", str(out)]
-    )  # fmt: skip
-    assert code == 0
-    assert json.loads(out.read_text()) == {
-        "recovery": "best", "chosen": "none", "valid_sacrebleu": {"reconstruct": 31.25,
-        "none": 33.5}, "valid_sacrebleu_chosen": 33.5,
-    }  # fmt: skip
-    assert choose_recovery.main(["--candidate", "none"]) == 2  # not NAME=FILE
-    assert choose_recovery.main(["--candidate", f"none={tmp_path / 'absent.json'}"]) == 2
-
-    # --metric nll: the lowest validation NLL wins, against the higher sacreBLEU
-    def loss(name, nll):
-        (tmp_path / f"{name}.loss").write_text(json.dumps({"valid_nll_loss": nll}))
-        return f"{name}={tmp_path / name}.loss"
-
-    runs = ["--candidate", score("seed-1", 30.0), "--candidate", score("seed-2", 29.0)]
-    losses = ["--loss", loss("seed-1", 2.9), "--loss", loss("seed-2", 2.8)]
-    code = choose_recovery.main(
-        [*runs, *losses, "--metric", "nll", "--kind", "restarts", "--output", str(out)]
-    )
-    assert code == 0 and json.loads(out.read_text()) == {
-        "restarts": 2, "chosen": "seed-2", "valid_sacrebleu": {"seed-1": 30.0, "seed-2": 29.0},
-        "valid_sacrebleu_chosen": 29.0, "metric": "nll",
-        "valid_nll_loss": {"seed-1": 2.9, "seed-2": 2.8}, "valid_nll_loss_chosen": 2.8,
-    }  # fmt: skip
-    assert choose_recovery.main([*runs, *losses, "--kind", "restarts", "--output", str(out)]) == 0
-    assert json.loads(out.read_text())["chosen"] == "seed-1"  # the default metric: sacreBLEU
-    # a candidate without its loss, or a loss file without an NLL, is refused
-    assert choose_recovery.main([*runs, *losses[:2], "--metric", "nll"]) == 2
-    assert choose_recovery.main([*runs, "--loss", score("seed-1", 1.0), *losses[2:],
-                                 "--metric", "nll"]) == 2  # fmt: skip
-
-
-def test_results_table_resumes(tmp_path):
-    prefix = str(tmp_path / "results")
-    score = {"sacrebleu": 1.5, "tok_bleu": 2.5, "sacrebleu_signature": "sig"}
-    report = "heads kept: 6 of 36\nparameters: 77,222 -> 45,746 (59.2%)\n"
-    assert results_table.read_rows(prefix) == []
-    rows = [results_table.make_row("dsp", 6, score, report, "x.pt", 3.0)]
-    results_table.write_rows(prefix, rows)
-    back = results_table.read_rows(prefix)
-    assert results_table.has_row(back, "dsp", 6) and not results_table.has_row(back, "dsp", 12)
-    assert back[0]["heads_kept"] == 6 and back[0]["params"] == 45746
-    with open(prefix + ".csv", newline="") as f:
-        assert list(csv.DictReader(f))[0]["params_unpruned"] == "77222"
-    (tmp_path / "s.json").write_text(json.dumps(score))
-    cli = [sys.executable, ROOT / "scripts/results_table.py"]
-    assert run(*cli, "has", "--table", prefix, "--method", "dsp", "--k", "6").returncode == 0
-    assert (
-        run(*cli, "has", "--table", prefix, "--method", "ste", "--k", "6", check=False).returncode
-        == 1
-    )
-    run(
-        *cli,
-        "add",
-        "--table",
-        prefix,
-        "--method",
-        "ste",
-        "--k",
-        "6",
-        "--score",
-        tmp_path / "s.json",
-    )
-    assert len(results_table.read_rows(prefix)) == 2
-
-
 # -- the whole chain on a Multi30k slice ---------------------------------------------
 TINY_MODEL = (
     "--encoder-embed-dim 32 --decoder-embed-dim 32 "
@@ -717,3 +589,132 @@ def test_frontier_bench_times_every_stripped_row(sweep, tmp_path):
     params = {(r["method"], r["k"]): r["parameters"] for r in result["rows"]}
     assert params[("dsp", 6)] < params[("dsp", 12)]  # fewer heads, fewer weights
     assert is_png(tmp_path / "f/frontier.png") and is_svg(tmp_path / "f/frontier.svg")
+
+
+# -- pure helpers (last: pytest-xdist hands this worker its next module when two tests of
+# this one are left, and that module then waits behind them) ------------------------
+def test_clean_pairs_matches_clean_corpus_rules():
+    src = ["a b c", "", "a " * 176, "a b", "a b c d", "x"]
+    tgt = ["a b c", "a", "b", "a b c d", "a b c d e f g", "y"]
+    # kept: equal; dropped: empty side, > 175 tokens; ratio 2/4 = 2 > 1.5 dropped,
+    # 4/7 = 1.75 dropped; 1/1 kept
+    assert iwslt14_text.clean_pairs(src, tgt) == [0, 5]
+    assert iwslt14_text.clean_pairs(["a b"], ["a b c"], ratio=1.5) == [0]  # 1.5 itself passes
+    assert iwslt14_text.split_every(list(range(1, 50))) == (
+        [i for i in range(1, 50) if i % 23],
+        [23, 46],
+    )
+
+
+def test_seg_and_tag_stripping():
+    assert iwslt14_text.seg_lines(
+        ['<seg id="7"> Hallo  Welt </seg>', "<doc>", "<seg id=8>x</seg>"]
+    ) == ["Hallo  Welt", "x"]
+    assert iwslt14_text.strip_train_tags(
+        ["<url>u</url>", "<talkid>3</talkid>", " <title>T</title>", "text", "<reviewer href='x'>"]
+    ) == ["T", "text"]
+
+
+def test_bleu_eval_scores_and_labels():
+    refs = ["The cat sat on the mat.", "It's a dog, isn't it?"]
+    # Untokenized corpus: perfect hypotheses score 100 both ways.
+    perfect = bleu_eval.score(refs, refs, None, "en")
+    assert perfect["sacrebleu"] == 100.0 and perfect["tok_bleu"] == 100.0
+    assert "case:mixed" in perfect["sacrebleu_signature"]
+    # Tokenized lowercased corpus: hypotheses are tokenized; sacreBLEU detokenizes and
+    # ignores case; tokenized BLEU compares tokens as they are.
+    tok = ["the cat sat on the mat .", "it &apos;s a dog , isn &apos;t it ?"]
+    scored = bleu_eval.score(tok, refs, tok, "en")
+    assert scored["sacrebleu"] == 100.0 and scored["tok_bleu"] == 100.0
+    assert (
+        "case:lc" in scored["sacrebleu_signature"]
+        and "(case-insensitive)" in scored["sacrebleu_label"]
+    )
+    assert scored["_detok"][1] == "it's a dog, isn't it?"
+    worse = bleu_eval.score(["the cat sat on a mat .", tok[1]], refs, tok, "en")
+    assert 0 < worse["tok_bleu"] < 100
+    out = ["S-1\tx", "D-1\t-0.5\tsecond", "H-0\t-1\tfirst", "D-0\t-1\tfirst"]
+    assert bleu_eval.hypotheses_from_generate(out) == ["first", "second"]
+    with pytest.raises(bleu_eval.EvalError, match="misses sentence ids"):
+        bleu_eval.hypotheses_from_generate(["D-1\t0\tx"])
+    with pytest.raises(bleu_eval.EvalError, match="2 references"):
+        bleu_eval.score(["a"], refs, None, "en")
+
+
+def test_choose_recovery_takes_the_best_validation_score(tmp_path):
+    from dsp_fairseq.recipes import choose_recovery
+
+    def score(name, bleu):
+        (tmp_path / name).write_text(json.dumps({"sacrebleu": bleu}))
+        return f"{name}={tmp_path / name}"
+
+    assert choose_recovery.choose([("reconstruct", 30.0), ("none", 30.0)]) == "reconstruct"
+    assert choose_recovery.choose([("reconstruct", 30.0), ("none", 30.5)]) == "none"
+    out = tmp_path / "choice.json"
+    code = choose_recovery.main(
+        ["--candidate", score("reconstruct", 31.25), "--candidate", score("none", 33.5),
+         "--output", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(out.read_text()) == {
+        "recovery": "best", "chosen": "none", "valid_sacrebleu": {"reconstruct": 31.25,
+        "none": 33.5}, "valid_sacrebleu_chosen": 33.5,
+    }  # fmt: skip
+    assert choose_recovery.main(["--candidate", "none"]) == 2  # not NAME=FILE
+    assert choose_recovery.main(["--candidate", f"none={tmp_path / 'absent.json'}"]) == 2
+
+    # --metric nll: the lowest validation NLL wins, against the higher sacreBLEU
+    def loss(name, nll):
+        (tmp_path / f"{name}.loss").write_text(json.dumps({"valid_nll_loss": nll}))
+        return f"{name}={tmp_path / name}.loss"
+
+    runs = ["--candidate", score("seed-1", 30.0), "--candidate", score("seed-2", 29.0)]
+    losses = ["--loss", loss("seed-1", 2.9), "--loss", loss("seed-2", 2.8)]
+    code = choose_recovery.main(
+        [*runs, *losses, "--metric", "nll", "--kind", "restarts", "--output", str(out)]
+    )
+    assert code == 0 and json.loads(out.read_text()) == {
+        "restarts": 2, "chosen": "seed-2", "valid_sacrebleu": {"seed-1": 30.0, "seed-2": 29.0},
+        "valid_sacrebleu_chosen": 29.0, "metric": "nll",
+        "valid_nll_loss": {"seed-1": 2.9, "seed-2": 2.8}, "valid_nll_loss_chosen": 2.8,
+    }  # fmt: skip
+    assert choose_recovery.main([*runs, *losses, "--kind", "restarts", "--output", str(out)]) == 0
+    assert json.loads(out.read_text())["chosen"] == "seed-1"  # the default metric: sacreBLEU
+    # a candidate without its loss, or a loss file without an NLL, is refused
+    assert choose_recovery.main([*runs, *losses[:2], "--metric", "nll"]) == 2
+    assert choose_recovery.main([*runs, "--loss", score("seed-1", 1.0), *losses[2:],
+                                 "--metric", "nll"]) == 2  # fmt: skip
+
+
+def test_results_table_resumes(tmp_path):
+    prefix = str(tmp_path / "results")
+    score = {"sacrebleu": 1.5, "tok_bleu": 2.5, "sacrebleu_signature": "sig"}
+    report = "heads kept: 6 of 36\nparameters: 77,222 -> 45,746 (59.2%)\n"
+    assert results_table.read_rows(prefix) == []
+    rows = [results_table.make_row("dsp", 6, score, report, "x.pt", 3.0)]
+    results_table.write_rows(prefix, rows)
+    back = results_table.read_rows(prefix)
+    assert results_table.has_row(back, "dsp", 6) and not results_table.has_row(back, "dsp", 12)
+    assert back[0]["heads_kept"] == 6 and back[0]["params"] == 45746
+    with open(prefix + ".csv", newline="") as f:
+        assert list(csv.DictReader(f))[0]["params_unpruned"] == "77222"
+    (tmp_path / "s.json").write_text(json.dumps(score))
+    cli = [sys.executable, ROOT / "scripts/results_table.py"]
+    assert run(*cli, "has", "--table", prefix, "--method", "dsp", "--k", "6").returncode == 0
+    assert (
+        run(*cli, "has", "--table", prefix, "--method", "ste", "--k", "6", check=False).returncode
+        == 1
+    )
+    run(
+        *cli,
+        "add",
+        "--table",
+        prefix,
+        "--method",
+        "ste",
+        "--k",
+        "6",
+        "--score",
+        tmp_path / "s.json",
+    )
+    assert len(results_table.read_rows(prefix)) == 2

@@ -162,78 +162,6 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     assert not (tmp_path / "sw4").exists()
 
 
-def test_smallest_passing_bisects_the_candidates():
-    from dsp_fairseq.cli.pick_k import default_candidates, smallest_passing
-
-    asked = []
-
-    def at_least(threshold):
-        def passes(k):
-            asked.append(k)
-            return k >= threshold
-
-        return passes
-
-    ks = default_candidates(72)
-    assert ks == [9, 18, 27, 36, 45, 54, 63]
-    for threshold, expected in [(1, 9), (20, 27), (63, 63), (64, None), (36, 36)]:
-        asked.clear()
-        assert smallest_passing(ks, at_least(threshold)) == expected
-        assert len(asked) <= 3 and len(set(asked)) == len(asked)  # log2(8) probes, no repeats
-
-
-def test_search_refines_between_the_last_failing_and_the_first_passing_candidate():
-    """dsp-pick-k's default --refine-step 1: after the H/8 grid, the K between its last
-    failing and first passing candidate are bisected, so the answer is the exact smallest
-    passing K; no probe repeats, none leaves the candidates' range."""
-    from dsp_fairseq.cli.pick_k import default_candidates, search
-
-    ks = default_candidates(72)
-    fine = list(range(46, 54))  # the grid's 45 fails and 54 passes
-    for threshold, step, expected, finer in [
-        (48, 1, 48, fine),
-        (48, 3, 48, [48, 51]),
-        (49, 3, 51, [48, 51]),
-        (48, 0, 54, []),  # the grid only
-        (54, 1, 54, fine),  # 46..53 all fail: the grid's answer stands
-        (5, 1, 9, []),  # the smallest candidate passes: nothing below the range
-        (70, 1, None, []),  # nothing passes: nothing above it
-    ]:
-        asked, refined = [], []
-
-        def passes(k, asked=asked, threshold=threshold):
-            asked.append(k)
-            return k >= threshold
-
-        assert search(ks, passes, step, refined.append) == expected, (threshold, step)
-        assert refined == ([finer] if finer else [])
-        assert len(asked) <= 3 + len(finer).bit_length() and len(set(asked)) == len(asked)
-        assert all(ks[0] <= k <= ks[-1] for k in asked)
-
-
-def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
-    """A probe's valid score is the one prune-pipelined.sh chose by: with --recovery tuned the
-    tuned refit's choice, then the restarts' choice (--restarts), else --recovery best's; with
-    none of them, None (pick-k decodes valid)."""
-    from dsp_fairseq.cli.pick_k import chosen_valid_bleu
-
-    def write(name, bleu):
-        (tmp_path / name).write_text(json.dumps({"valid_sacrebleu_chosen": bleu}))
-
-    assert chosen_valid_bleu(str(tmp_path), "best") is None
-    write("recovery.json", 31.5)
-    assert chosen_valid_bleu(str(tmp_path), "best") == 31.5
-    assert chosen_valid_bleu(str(tmp_path), "reconstruct") is None  # a stale file is not read
-    write("restarts.json", 33.25)
-    assert chosen_valid_bleu(str(tmp_path), "best") == 33.25
-    assert chosen_valid_bleu(str(tmp_path), "none") == 33.25
-    assert chosen_valid_bleu(str(tmp_path), "tuned") == 33.25  # not tuned yet
-    (tmp_path / "tuned").mkdir()
-    write("tuned/tune.json", 34.5)  # --recovery tuned: the tuned refit's choice comes last
-    assert chosen_valid_bleu(str(tmp_path), "tuned") == 34.5
-    assert chosen_valid_bleu(str(tmp_path), "best") == 33.25
-
-
 def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     """dsp-pick-k with every default, one probe (K = 6); the probe is prune-pipelined.sh's
     default run, so its folder also shows that recipe's defaults: validation under the test
@@ -326,10 +254,12 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
 
 
 def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
-    """prune-pipelined.sh --restarts 2: the same run with seeds 1 and 2 in their own folders,
-    side by side (--restart-jobs 2, each with its log), one importance file for both, each
-    stripped model decoded on valid (--recovery none), the better one copied to SAVE_DIR; a
-    rerun (one run at a time) trains and decodes nothing again."""
+    """prune-pipelined.sh --restarts 2 with the default recovery: the same run with seeds 1 and
+    2 in their own folders, side by side (--restart-jobs 2, each with its log), one importance
+    file for both, each stopped at --recovery best (its own weights or the refit, the better on
+    valid); the run whose model decodes valid best is copied to SAVE_DIR and tuned there, once.
+    A rerun (one run at a time) trains and decodes nothing again; --restart-metric nll chooses
+    by the validation NLL instead."""
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
 
     work = baseline
@@ -339,7 +269,7 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
         return run(
             "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data",
             "--base", work / "baseline/checkpoint_best.pt", "--heads-to-keep", "8",
-            "--save-dir", out, "--preset", "cpu-small", "--recovery", "none",
+            "--save-dir", out, "--preset", "cpu-small",
             "--restarts", restarts, "--restart-jobs", jobs, "--validate-interval", "0",
             "--gen-args", GEN, *more,
             "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3", check=check,
@@ -353,27 +283,38 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
         assert f"'seed': {s}," in (folder / "train.log").read_text()
         assert f"done: {folder}/pruned.pt" in (out / f"seed-{s}.log").read_text()
         assert not (folder / "gate-init-scores.json").exists()  # the shared one, computed once
+        # each run stops at best; only the chosen one is tuned, in SAVE_DIR
+        assert (folder / "recovery").read_text().strip() == "best"
+        assert not (folder / "tuned").exists()
     assert (out / "gate-init-scores.json").is_file()
     assert proc.stdout.count("head importance (sentence level) of") == 1
-    bleu = {f"seed-{s}": json.loads((f / "valid/score.json").read_text())["sacrebleu"]
+    bleu = {f"seed-{s}": json.loads((f / "recovery.json").read_text())["valid_sacrebleu_chosen"]
             for s, f in runs.items()}  # fmt: skip
     choice = json.loads((out / "restarts.json").read_text())
     chosen = "seed-2" if bleu["seed-2"] > bleu["seed-1"] else "seed-1"
     assert choice == {"restarts": 2, "chosen": chosen, "valid_sacrebleu": bleu,
                       "valid_sacrebleu_chosen": bleu[chosen]}  # fmt: skip
-    assert (out / "pruned.pt").read_bytes() == (out / chosen / "pruned.pt").read_bytes()
+    assert (out / "pruned.untuned.pt").read_bytes() == (out / chosen / "pruned.pt").read_bytes()
+    tune = json.loads((out / "tuned/tune.json").read_text())
+    assert tune["valid_sacrebleu"]["untuned"] == bleu[chosen]  # scored once, not decoded again
+    assert not (out / "tuned/valid-untuned").exists()
+    assert (out / "pruned.pt").read_bytes() == (out / "tuned/pruned.pt").read_bytes()
     report = (out / "strip.txt").read_text()
     assert report.startswith((out / chosen / "strip.txt").read_text())
     assert f"restarts: best of 2 gate runs on valid -> {chosen}" in report
+    assert report.count("tuned refit kept on valid if better") == 1
     assert model_args(load_checkpoint(str(out / "pruned.pt"))).stripped_heads
+    # a rerun writes nothing but the choice, made again, the same (SAVE_DIR/pruned.pt, the
+    # tuned model, is not even briefly replaced by the untuned one)
     written = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     prune(2)
     changed = [p for p in written if p.stat().st_mtime_ns != written[p]]
-    assert changed == [out / "restarts.json"], changed  # the choice, made again, the same
+    assert changed == [out / "restarts.json"], changed
     assert json.loads((out / "restarts.json").read_text()) == choice
     # --restart-metric nll: the same runs (nothing trained again), chosen by fairseq-validate's
-    # label NLL of each kept model on valid, the lowest (ties: the first seed)
-    proc = prune(2, "--restart-metric", "nll")
+    # label NLL of each kept model on valid, the lowest (ties: the first seed); the tuning kept
+    # when that is the same run, else done again for the newly chosen one
+    proc = prune(2, "--restart-metric", "nll", "--recovery", "best")
     nll = {f"seed-{s}": json.loads((f / "valid-loss.json").read_text())["valid_nll_loss"]
            for s, f in runs.items()}  # fmt: skip
     by_nll = min(sorted(nll), key=nll.get)
@@ -383,14 +324,16 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
         "valid_nll_loss_chosen": nll[by_nll],
     }  # fmt: skip
     assert all(v > 0 for v in nll.values()) and "lowest validation NLL" in proc.stdout
+    # --recovery best: no tuning describes the folder's model any more
     assert (out / "pruned.pt").read_bytes() == (out / by_nll / "pruned.pt").read_bytes()
-    assert (
-        f"restarts: best of 2 gate runs on valid NLL -> {by_nll}" in (out / "strip.txt").read_text()
-    )
+    assert not (out / "tuned").exists() and not (out / "pruned.untuned.pt").exists()
+    report = (out / "strip.txt").read_text()
+    assert f"restarts: best of 2 gate runs on valid NLL -> {by_nll}" in report
+    assert "tuned refit" not in report
     assert all((f / "checkpoint_last.pt").stat().st_mtime_ns == written[f / "checkpoint_last.pt"]
                for f in runs.values())  # fmt: skip
     # one run in the same folder afterwards: its own gates, stripped; the restarts' choice gone
-    prune(1)
+    prune(1, "--recovery", "none")
     assert not (out / "restarts.json").exists() and (out / "checkpoint_last.pt").is_file()
     assert "restarts:" not in (out / "strip.txt").read_text()
     proc = prune(0, check=False)
@@ -404,9 +347,10 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
 
 
 def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
-    """sweep.sh --restarts 2 --gate-epochs 2: the dsp row is prune-pipelined.sh's restarts (two
-    gate runs of two epochs each, the temperature annealed over both, the better stripped
-    model on valid), and its +rec row refits the chosen run's model."""
+    """sweep.sh --restarts 2 --gate-epochs 2 --restart-metric nll: the dsp row is
+    prune-pipelined.sh's restarts (two gate runs of two epochs each, the temperature annealed
+    over both, the stripped model with the lower validation NLL kept), and its +rec row refits
+    the chosen run's model."""
     from dsp_fairseq.checkpoint_io import load_checkpoint
 
     work, out = baseline, tmp_path / "sw"
@@ -420,12 +364,17 @@ def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
             "--train-args", f"{TRAIN} {GATE_ARGS}", *more, check=check,
         )  # fmt: skip
 
-    proc = sweep(out, "--restarts", "2", "--gate-epochs", "2")
+    proc = sweep(out, "--restarts", "2", "--gate-epochs", "2", "--restart-metric", "nll")
     row = out / "runs/dsp-k8"
     choice = json.loads((row / "restarts.json").read_text())
     assert sorted(choice["valid_sacrebleu"]) == ["seed-1", "seed-2"]
+    # --restart-metric reaches prune-pipelined.sh: the run with the lower validation NLL kept
+    nll = choice["valid_nll_loss"]
+    assert choice["metric"] == "nll" and choice["chosen"] == min(sorted(nll), key=nll.get)
     assert (row / "pruned.pt").read_bytes() == (row / choice["chosen"] / "pruned.pt").read_bytes()
-    assert f"best of 2 gate runs on valid -> {choice['chosen']}" in (row / "strip.txt").read_text()
+    assert (
+        f"best of 2 gate runs on valid NLL -> {choice['chosen']}" in (row / "strip.txt").read_text()
+    )
     rows = {r["method"]: r for r in json.loads((out / "results.json").read_text())}
     assert sorted(rows) == ["dsp", "dsp+rec"] and "2 gate runs" in proc.stdout
     log = (row / "seed-1/train.log").read_text()
@@ -435,6 +384,7 @@ def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
     assert refit["dsp_kept_heads"] == load_checkpoint(str(row / "pruned.pt"))["dsp_kept_heads"]
     for bad, needle in [(("--restarts", "0"), "--restarts takes a positive number of gate runs"),
                         (("--restart-jobs", "x"), "--restart-jobs takes a positive number or auto"),
+                        (("--restart-metric", "loss"), "--restart-metric must be bleu or nll"),
                         (("--gate-epochs", "0"), "--gate-epochs takes a positive number of epochs")]:  # fmt: skip
         proc = sweep(tmp_path / "sw2", *bad, check=False)
         assert proc.returncode == 1 and needle in proc.stderr and not (tmp_path / "sw2").exists()
@@ -487,7 +437,7 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     (PRUNED.untuned.pt), one epoch of distillation into out_proj and fc2 alone (every other
     tensor unchanged), both decoded on valid and the better copied to PRUNED.pt, the choice in
     its report; a rerun writes nothing. prune-pipelined.sh tunes the recovery it chose the same
-    way; with --restarts the runs stop at best and only the chosen one is tuned."""
+    way (with --restarts: test_restarts_keep_the_gate_run_that_decodes_valid_best)."""
     import torch
 
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
@@ -573,25 +523,119 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     assert not (save / "tuned").exists() and not (save / "pruned.untuned.pt").exists()
     assert "tuned refit" not in (save / "strip.txt").read_text()
 
-    # --restarts 2 with the default: each run stops at best, the chosen one is tuned once
-    save = tmp_path / "restarts"
-    pipelined(save, "--restarts", "2", "--restart-jobs", "1")
-    chosen = json.loads((save / "restarts.json").read_text())["chosen"]
-    for s in (1, 2):
-        assert (save / f"seed-{s}/recovery").read_text().strip() == "best"
-        assert not (save / f"seed-{s}/tuned").exists()
-    assert (save / "pruned.untuned.pt").read_bytes() == (save / chosen / "pruned.pt").read_bytes()
-    choice = json.loads((save / "tuned/tune.json").read_text())
-    assert (
-        choice["valid_sacrebleu"]["untuned"]
-        == json.loads((save / "restarts.json").read_text())["valid_sacrebleu_chosen"]
-    )
-    assert not (save / "tuned/valid-untuned").exists()
-    assert (save / "pruned.pt").read_bytes() == (save / "tuned/pruned.pt").read_bytes()
-    assert (save / "strip.txt").read_text().count("tuned refit kept on valid if better") == 1
-    # a rerun tunes nothing again and ends with the same model and report
-    tuned_run = {p: p.stat().st_mtime_ns for p in (save / "tuned").rglob("*") if p.is_file()}
-    model, report = (save / "pruned.pt").read_bytes(), (save / "strip.txt").read_text()
-    pipelined(save, "--restarts", "2", "--restart-jobs", "1")
-    assert {p: p.stat().st_mtime_ns for p in tuned_run} == tuned_run
-    assert (save / "pruned.pt").read_bytes() == model and (save / "strip.txt").read_text() == report
+
+# Quick tests last: pytest-xdist hands this worker its next module when two tests of this
+# one are left, and that module then waits behind them.
+def test_smallest_passing_bisects_the_candidates():
+    from dsp_fairseq.cli.pick_k import default_candidates, smallest_passing
+
+    asked = []
+
+    def at_least(threshold):
+        def passes(k):
+            asked.append(k)
+            return k >= threshold
+
+        return passes
+
+    ks = default_candidates(72)
+    assert ks == [9, 18, 27, 36, 45, 54, 63]
+    for threshold, expected in [(1, 9), (20, 27), (63, 63), (64, None), (36, 36)]:
+        asked.clear()
+        assert smallest_passing(ks, at_least(threshold)) == expected
+        assert len(asked) <= 3 and len(set(asked)) == len(asked)  # log2(8) probes, no repeats
+
+
+def test_search_refines_between_the_last_failing_and_the_first_passing_candidate():
+    """dsp-pick-k's default --refine-step 1: after the H/8 grid, the K between its last
+    failing and first passing candidate are bisected, so the answer is the exact smallest
+    passing K; no probe repeats, none leaves the candidates' range."""
+    from dsp_fairseq.cli.pick_k import default_candidates, search
+
+    ks = default_candidates(72)
+    fine = list(range(46, 54))  # the grid's 45 fails and 54 passes
+    for threshold, step, expected, finer in [
+        (48, 1, 48, fine),
+        (48, 3, 48, [48, 51]),
+        (49, 3, 51, [48, 51]),
+        (48, 0, 54, []),  # the grid only
+        (54, 1, 54, fine),  # 46..53 all fail: the grid's answer stands
+        (5, 1, 9, []),  # the smallest candidate passes: nothing below the range
+        (70, 1, None, []),  # nothing passes: nothing above it
+    ]:
+        asked, refined = [], []
+
+        def passes(k, asked=asked, threshold=threshold):
+            asked.append(k)
+            return k >= threshold
+
+        assert search(ks, passes, step, refined.append) == expected, (threshold, step)
+        assert refined == ([finer] if finer else [])
+        assert len(asked) <= 3 + len(finer).bit_length() and len(set(asked)) == len(asked)
+        assert all(ks[0] <= k <= ks[-1] for k in asked)
+
+
+def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
+    """A probe's valid score is the one prune-pipelined.sh chose by: with --recovery tuned the
+    tuned refit's choice, then the restarts' choice (--restarts), else --recovery best's; with
+    none of them, None (pick-k decodes valid)."""
+    from dsp_fairseq.cli.pick_k import chosen_valid_bleu
+
+    def write(name, bleu):
+        (tmp_path / name).write_text(json.dumps({"valid_sacrebleu_chosen": bleu}))
+
+    assert chosen_valid_bleu(str(tmp_path), "best") is None
+    write("recovery.json", 31.5)
+    assert chosen_valid_bleu(str(tmp_path), "best") == 31.5
+    assert chosen_valid_bleu(str(tmp_path), "reconstruct") is None  # a stale file is not read
+    write("restarts.json", 33.25)
+    assert chosen_valid_bleu(str(tmp_path), "best") == 33.25
+    assert chosen_valid_bleu(str(tmp_path), "none") == 33.25
+    assert chosen_valid_bleu(str(tmp_path), "tuned") == 33.25  # not tuned yet
+    (tmp_path / "tuned").mkdir()
+    write("tuned/tune.json", 34.5)  # --recovery tuned: the tuned refit's choice comes last
+    assert chosen_valid_bleu(str(tmp_path), "tuned") == 34.5
+    assert chosen_valid_bleu(str(tmp_path), "best") == 33.25
+
+
+def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, monkeypatch):
+    """dsp-pick-k --restarts 3 --restart-metric nll: each probe is prune-pipelined.sh with
+    both options, scored by the valid sacreBLEU its restarts' choice recorded; pick.json and
+    pick.md say how the runs were chosen. (The recipes are replaced by a recorder: the
+    restarts themselves run in test_restarts_keep_the_gate_run_that_decodes_valid_best.)"""
+    from dsp_fairseq.cli import pick_k
+
+    calls = []
+
+    def recipe(name, *args):
+        calls.append((name, [str(a) for a in args]))
+        row = args[args.index("--save-dir") + 1]
+        os.makedirs(row, exist_ok=True)
+        with open(os.path.join(row, "pruned.pt"), "w") as f:
+            f.write(f"the model of {row}")
+        with open(os.path.join(row, "restarts.json"), "w") as f:
+            json.dump(
+                {"valid_sacrebleu_chosen": 30.0 + int(args[args.index("--heads-to-keep") + 1])}, f
+            )
+
+    monkeypatch.setattr(pick_k, "run_recipe", recipe)
+    monkeypatch.setattr(pick_k, "valid_bleu", lambda *a: 40.0)
+    out = tmp_path / "pk"
+    code, stdout, err = call_cli(
+        pick_k.main, "--data", baseline / "data", "--base", baseline / "baseline/checkpoint_best.pt",
+        "--out", out, "--ks", "6,12", "--tolerance", "3", "--refine-step", "0", "--restarts", "3",
+        "--restart-metric", "nll",
+    )  # fmt: skip
+    assert code == 0, err[-3000:]
+    assert [name for name, _ in calls] == ["prune-pipelined.sh"] * 2
+    for _, args in calls:
+        assert args[args.index("--restarts") + 1] == "3"
+        assert args[args.index("--restart-metric") + 1] == "nll"
+    result = json.loads((out / "pick.json").read_text())
+    assert result["restarts"] == 3 and result["restart_metric"] == "nll"
+    assert result["chosen_k"] == 12 and [p["valid_sacrebleu"] for p in result["probes"]] == [36, 42]
+    assert "best of 3 gate runs by valid NLL" in (out / "pick.md").read_text()
+    assert (out / "pruned.pt").read_text() == f"the model of {out / 'runs/dsp-k12'}"
+    code, _, err = call_cli(pick_k.main, "--data", baseline / "data", "--base", "x.pt", "--out",
+                            out, "--restart-metric", "loss")  # fmt: skip
+    assert code == 2 and "invalid choice: 'loss'" in err

@@ -151,7 +151,12 @@ def table_markdown(result: dict) -> str:
         f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU; gates trained "
         f"on {result.get('gate_objective', 'labels')} (started from "
         f"{result.get('gate_init', 'none')}), recovery {result.get('recovery', 'none')}"
-        + (f", best of {result['restarts']} gate runs" if result.get("restarts", 1) > 1 else "")
+        + (
+            f", best of {result['restarts']} gate runs"
+            + (" by valid NLL" if result.get("restart_metric") == "nll" else "")
+            if result.get("restarts", 1) > 1
+            else ""
+        )
         + ".",
         f"Candidates: K = {', '.join(map(str, result['candidates']))}"
         + (
@@ -275,6 +280,14 @@ def main(argv=None) -> int:
         "(prune-pipelined.sh --restarts; default 1)",
     )
     parser.add_argument(
+        "--restart-metric",
+        choices=("bleu", "nll"),
+        default="bleu",
+        help="what the restarts choose by (prune-pipelined.sh --restart-metric): bleu, the "
+        "validation sacreBLEU (default), or nll, the lowest validation NLL of each run's kept "
+        "model; the probe is still scored by its valid sacreBLEU",
+    )
+    parser.add_argument(
         "--gate-epochs",
         type=int,
         default=1,
@@ -355,7 +368,7 @@ def main(argv=None) -> int:
                 "--importance-scores", os.path.join(args.out, "gate-init-scores.json"),
                 "--importance-args", args.importance_args,
                 "--gen-args", args.gen_args, "--restarts", args.restarts,
-                "--gate-epochs", args.gate_epochs,
+                "--restart-metric", args.restart_metric, "--gate-epochs", args.gate_epochs,
             )  # fmt: skip
             bleu = chosen_valid_bleu(row, args.recovery)
             if bleu is None:
@@ -385,6 +398,7 @@ def main(argv=None) -> int:
         "gate_init": args.gate_init,
         "importance_args": args.importance_args,
         "restarts": args.restarts,
+        "restart_metric": args.restart_metric,
         "gate_epochs": args.gate_epochs,
         "unpruned_valid_sacrebleu": base,
         "candidates": ks,

@@ -311,14 +311,22 @@ if [[ $RESTARTS -gt 1 ]]; then
   else
     say "restarts: $chosen decodes the validation set best (valid sacreBLEU: $listed)"
   fi
-  # a tuning of another run's model (an earlier call chose another) is not this one's
-  cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.untuned.pt" || rm -f "$SAVE/pruned.untuned.pt"
-  # the chosen run's model and reports, copied (a rerun that chooses the same leaves them be)
-  if ! cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt"; then
+  # a tuning of another run's model (an earlier call chose another) is not this one's, nor
+  # is any tuning when this call stops before it
+  if [[ $RECOVERY != tuned ]] || ! cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.untuned.pt"; then
+    rm -rf "$SAVE/pruned.untuned.pt" "$SAVE/tuned"
+  fi
+  # the chosen run's model and reports, copied (a rerun that chooses the same leaves them be,
+  # the tuning of the chosen model included: SAVE_DIR/pruned.pt is never briefly the untuned one)
+  if [[ ! -f $SAVE/pruned.untuned.pt ]] && ! cmp -s "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt"; then
     cp "$SAVE/$chosen/pruned.pt" "$SAVE/pruned.pt.tmp"
     mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
   fi
-  { cat "$SAVE/$chosen/strip.txt"; echo "restarts: best of $RESTARTS gate runs on valid$by -> $chosen"; } > "$SAVE/strip.txt.tmp"
+  {
+    cat "$SAVE/$chosen/strip.txt"
+    echo "restarts: best of $RESTARTS gate runs on valid$by -> $chosen"
+    if [[ -f $SAVE/pruned.untuned.pt && -s $SAVE/tuned/tune.json ]]; then tuning_line "$SAVE/tuned"; fi
+  } > "$SAVE/strip.txt.tmp"
   cmp -s "$SAVE/strip.txt.tmp" "$SAVE/strip.txt" && rm "$SAVE/strip.txt.tmp" || mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
   for f in recovery recovery.json; do
     if [[ -f $SAVE/$chosen/$f ]]; then

@@ -7,8 +7,8 @@
 #            [--joint-args "ARGS"] [--gen-args "ARGS"] [--finetune-updates N] [--valid]
 #            [--importance-args "ARGS"] [--recovery reconstruct|tuned|none]
 #            [--reconstruct-args "ARGS"] [--gate-objective distill|labels]
-#            [--gate-init importance|none] [--restarts N] [--restart-jobs J|auto] [--gate-epochs N]
-#            [--no-plots]
+#            [--gate-init importance|none] [--restarts N] [--restart-jobs J|auto]
+#            [--restart-metric bleu|nll] [--gate-epochs N] [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
 #              dsp, dsp-st, ste, hard-concrete   pipelined: gates trained one epoch on the
@@ -66,6 +66,8 @@
 #               (prune-pipelined.sh --restarts N --recovery none: the +rec and +best rows
 #               then start from the chosen run); default 1
 # --restart-jobs J|auto  how many of those runs train at once (prune-pipelined.sh; default auto)
+# --restart-metric bleu|nll  what the restarts choose by (prune-pipelined.sh; default bleu):
+#               nll keeps the run whose stripped model has the lowest validation NLL
 # --gate-epochs N  epochs of gate training of every pipelined row (prune-pipelined.sh; default 1)
 # --gate-args   fairseq-train arguments for pipelined gate training only; they override
 #               the schedule (e.g. "--max-tokens 2048 --gate-lr 0.1")
@@ -86,7 +88,7 @@ set -euo pipefail
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
 PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" FT_LR="" FT_AVERAGE="" VALID=0 RECOVERY=reconstruct REC_ARGS=""
-OBJECTIVE="" GATE_INIT="" RESTARTS=1 RESTART_JOBS=auto GATE_EPOCHS=1
+OBJECTIVE="" GATE_INIT="" RESTARTS=1 RESTART_JOBS=auto RESTART_METRIC=bleu GATE_EPOCHS=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -116,6 +118,7 @@ while [[ $# -gt 0 ]]; do
     --gate-init) GATE_INIT=$2; shift 2 ;;
     --restarts) RESTARTS=$2; shift 2 ;;
     --restart-jobs) RESTART_JOBS=$2; shift 2 ;;
+    --restart-metric) RESTART_METRIC=$2; shift 2 ;;
     --gate-epochs) GATE_EPOCHS=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -143,6 +146,8 @@ R="python $ROOT/scripts/results_table.py"
 [[ $GATE_EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$GATE_EPOCHS'"
 [[ $RESTART_JOBS == auto || $RESTART_JOBS =~ ^[1-9][0-9]*$ ]] \
   || die "--restart-jobs takes a positive number or auto, not '$RESTART_JOBS'"
+[[ $RESTART_METRIC == bleu || $RESTART_METRIC == nll ]] \
+  || die "--restart-metric must be bleu or nll, not '$RESTART_METRIC'"
 [[ $RECOVERY =~ ^(reconstruct|tuned|none)$ ]] || die "--recovery must be reconstruct, tuned or none, not '$RECOVERY'"
 if [[ $RECOVERY != none ]]; then  # METHOD+rec (and METHOD+rec+tuned) after every plain selection method
   added=(+rec)
@@ -276,8 +281,8 @@ for m in "${METHOD_LIST[@]}"; do
           --args-file "$OUT/pipelined.args" --seed "$SEED" --train-args "$TRAIN_ARGS $GATE_ARGS" \
           ${OBJECTIVE:+--gate-objective "$OBJECTIVE"} ${GATE_INIT:+--gate-init "$GATE_INIT"} \
           --importance-scores "$OUT/gate-init-scores.json" --importance-args "$IMP_ARGS" \
-          --restarts "$RESTARTS" --restart-jobs "$RESTART_JOBS" --gen-args "$GEN_ARGS" \
-          --gate-epochs "$GATE_EPOCHS"
+          --restarts "$RESTARTS" --restart-jobs "$RESTART_JOBS" --restart-metric "$RESTART_METRIC" \
+          --gen-args "$GEN_ARGS" --gate-epochs "$GATE_EPOCHS"
         ckpt=$row/pruned.pt report=$row/strip.txt ;;
       joint-dsp)
         bash "$RECIPES/train-dsp-joint.sh" --data "$DATA" --heads-to-keep "$k" --save-dir "$row" \
