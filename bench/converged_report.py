@@ -820,11 +820,11 @@ def main() -> int:
     fast_file = os.path.join(args.dir, FAST_DEFAULT_FILE)
     dsp_fast, _ = tuned_default_runs(fast_file)
     rerun_file = os.path.join(args.dir, FAST_DEFAULT_RERUN_FILE)
-    # the rerun's K = 9 fine-tunes (session 29's K = 9 models were gone); its K = 18 runs
-    # (session 33, stage 6ag's choice at H/4) drew other heads from the same gate seeds: the
-    # H/4 cell stays session 29's
-    fast_ft_lines = {**fine_tune_lines(rerun_file), **fine_tune_lines(fast_file)}
-    dsp_fast_ft = tuned_finetunes(fast_ft_lines, "k")
+    # session 29's fine-tunes, then the rerun's (at K = 9 the only ones: session 29's models
+    # were gone; at K = 18 more runs: the same gate seeds drew other heads on that machine)
+    dsp_fast_ft = tuned_finetunes(fine_tune_lines(fast_file), "k")
+    for k, runs in tuned_finetunes(fine_tune_lines(rerun_file), "k").items():
+        dsp_fast_ft.setdefault(k, []).extend(runs)
     # the restarts' first group: the rerun's seeds 1-3, whose fine-tunes exist
     fast_restarts = restarts_rows(
         rerun_file, os.path.join(args.dir, FAST_RESTARTS_FILE), FAST_RESTARTS_N
@@ -1132,9 +1132,10 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
     ft_files = f"[bench/recovery/{FINETUNE_LR_FILE}](bench/recovery/{FINETUNE_LR_FILE})"
     if ft_method == FAST_DEFAULT_FT:
         ft_files = (
-            f"[bench/recovery/{FAST_DEFAULT_FILE}](bench/recovery/{FAST_DEFAULT_FILE}), at H/8 "
+            f"[bench/recovery/{FAST_DEFAULT_FILE}](bench/recovery/{FAST_DEFAULT_FILE}) and "
             f"[bench/recovery/{FAST_DEFAULT_RERUN_FILE}](bench/recovery/{FAST_DEFAULT_RERUN_FILE}):"
-            " the same command rerun in sessions 31-32 (6 gate seeds), other gate runs than the first column's"
+            " the same command rerun in sessions 31-33 (the 6 gate seeds at H/8, 3 more at H/4),"
+            " other gate runs than the first column's"
         )
     columns = (
         (newest(FAST_DEFAULT, TUNED_DEFAULT), "DSP, the one command (tuned refit)"),
