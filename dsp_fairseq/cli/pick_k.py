@@ -146,18 +146,16 @@ def write_atomic(path: str, text: str) -> None:
 
 
 def table_markdown(result: dict) -> str:
+    restarts = ""
+    if result.get("restarts", 1) > 1:
+        by = " by valid NLL" if result.get("restart_metric") == "nll" else ""
+        restarts = f", best of {result['restarts']} gate runs{by}"
     lines = [
         f"Unpruned: {result['unpruned_valid_sacrebleu']:.2f} sacreBLEU on valid "
         f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU; gates trained "
         f"on {result.get('gate_objective', 'labels')} (started from "
         f"{result.get('gate_init', 'none')}), recovery {result.get('recovery', 'none')}"
-        + (
-            f", best of {result['restarts']} gate runs"
-            + (" by valid NLL" if result.get("restart_metric") == "nll" else "")
-            if result.get("restarts", 1) > 1
-            else ""
-        )
-        + ".",
+        f"{restarts}.",
         f"Candidates: K = {', '.join(map(str, result['candidates']))}"
         + (
             f", then the K between the last failing and the first passing one, "
