@@ -467,18 +467,41 @@ def test_sweep_rerun_skips_finished_rows(sweep, multi30k_slice):
     assert (work / "sweep/plots/sweep.png").stat().st_mtime_ns == plot
 
 
+# A stand-in for fairseq-generate (evaluate.sh's cache tests): it records its arguments and
+# prints the reference as the hypotheses, and the two configuration values evaluate.sh reads
+# from fairseq-generate's log, in the log's format.
+RECORDING_GENERATE = r"""#!/usr/bin/env bash
+printf '%s\n' "$*" >> "$(dirname "$0")/calls"
+subset=test beam=5 prev=""
+for a in "$@"; do
+  [[ $prev == --gen-subset ]] && subset=$a
+  [[ $prev == --beam ]] && beam=$a
+  prev=$a
+done
+echo "{'beam': $beam, 'gen_subset': '$subset', }" >&2
+awk '{ printf "D-%d\t-0.5\t%s\n", NR - 1, $0 }' "$(dirname "$1")/raw/$subset.en"
+"""
+
+
 def test_evaluate_decodes_again_when_the_call_changes(sweep, tmp_path):
     """evaluate.sh reuses a score only when the same checkpoint (by its real path, not older
-    than the score) was decoded with the same subset, beam and --gen-args."""
+    than the score) was decoded with the same subset, beam and --gen-args. The two decodes
+    whose logs the legacy check reads are real; the others go to a recording stand-in (the
+    decode itself is the sweep's, every call's arguments are checked here)."""
     work, _ = sweep
     ckpt, other = (work / f"sweep/runs/dsp-k{k}/pruned.pt" for k in KS)
     out = tmp_path / "eval"
+    stand_in = tmp_path / "stand-in"
+    stand_in.mkdir()
+    (stand_in / "fairseq-generate").write_text(RECORDING_GENERATE)
+    (stand_in / "fairseq-generate").chmod(0o755)
 
-    def evaluate(checkpoint, *args):
+    def evaluate(checkpoint, *args, real=False):
+        path = None if real else f"{stand_in}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}"
         return run("bash", RECIPES / "evaluate.sh", "--data", work / "data", "--checkpoint",
-                   checkpoint, "--out", out, "--gen-args", GEN, *args).stdout  # fmt: skip
+                   checkpoint, "--out", out, "--gen-args", GEN, *args, path=path).stdout  # fmt: skip
 
-    assert "translate test" in evaluate(ckpt)
+    assert "translate test" in evaluate(ckpt, real=True)
     assert "up to date" in evaluate(ckpt)
     assert "translate test" in evaluate(ckpt, "--beam", "1")  # another beam
     assert "up to date" in evaluate(ckpt, "--beam", "1")
@@ -487,7 +510,7 @@ def test_evaluate_decodes_again_when_the_call_changes(sweep, tmp_path):
     assert "up to date" in evaluate(link, "--beam", "1")  # the same model
     assert "translate test" in evaluate(other, "--beam", "1")  # older than the score, not its model
     assert json.loads((out / "score.json").read_text())["checkpoint"] == str(other)
-    assert "translate valid" in evaluate(other, "--beam", "1", "--subset", "valid")
+    assert "translate valid" in evaluate(other, "--beam", "1", "--subset", "valid", real=True)
     # a score from before decode.args existed: reused for its own checkpoint, beam and subset
     # (the last two read from fairseq-generate's logged configuration) only
     (out / "decode.args").unlink()
@@ -503,6 +526,13 @@ def test_evaluate_decodes_again_when_the_call_changes(sweep, tmp_path):
         "beam 5",
         f"gen-args {GEN}",
     ]
+    # what reached the stand-in: each decode's model, subset, beam and --gen-args
+    calls = (stand_in / "calls").read_text().splitlines()
+    expected = [(ckpt, "test", 1), (other, "test", 1), (other, "valid", 5), (other, "test", 5),
+                (ckpt, "test", 5)]  # fmt: skip
+    assert len(calls) == len(expected)
+    for call, (model, subset, beam) in zip(calls, expected):
+        assert f"--path {model} --gen-subset {subset} --beam {beam} " in call and GEN in call
 
 
 def test_recipes_fail_clearly_on_missing_inputs(tmp_path, sweep):

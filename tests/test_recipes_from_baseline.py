@@ -92,6 +92,7 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
     )
     assert (tuned / "pruned.pt").read_bytes() == kept.read_bytes()
     assert float(rows["random+rec+tuned"]["valid_sacrebleu"]) == choice["valid_sacrebleu_chosen"]
+    assert not (tuned / "eval-valid").exists()  # the row's valid score is the tuning's
     # --valid scored random+rec on valid already: its score is the tuning's start, not decoded again
     assert not (tuned / "valid-untuned").exists()
     assert choice["valid_sacrebleu"]["untuned"] == float(rows["random+rec"]["valid_sacrebleu"])
@@ -441,6 +442,7 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     import torch
 
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
+    from dsp_fairseq.recipes import pipelined_args
 
     work, out = baseline, tmp_path / "imp8.pt"
     base = work / "baseline/checkpoint_best.pt"
@@ -464,8 +466,10 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     }
     assert changed and all(".out_proj." in n or ".fc2." in n for n in changed), changed
     assert any(".out_proj." in n for n in changed) and any(".fc2." in n for n in changed)
-    epoch = run(BIN / "python", "-m", "dsp_fairseq.recipes.pipelined_args", "--epoch-updates",
-                "--data", work / "data/bin", "--base", base, "--max-tokens", "1024").stdout  # fmt: skip
+    # one epoch of 1024-token batches, counted as the recipe counts it (in-process: no ~4 s
+    # start-up of its own)
+    positions = model_args(load_checkpoint(str(base))).max_source_positions
+    epoch = pipelined_args.epoch_updates(str(work / "data/bin"), 1024, 1, positions)
     log = (tuned / "run/train.log").read_text()
     assert f"'max_update': {int(epoch)}" in log and "train_only='out_proj,fc2'" in log
     bleu = {c: json.loads((tuned / f"valid-{c}/score.json").read_text())["sacrebleu"]
@@ -518,10 +522,18 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     assert "recovery: best of none and reconstruct on valid ->" in report
     assert f"recovery: tuned refit kept on valid if better -> {choice['chosen']}" in report
     assert report.count("tuned refit") == 1 and "tuned refit" in proc.stdout
-    # --recovery best afterwards: the tuning and its start describe no model of the folder now
-    pipelined(save, "--recovery", "best")
+    # --recovery best afterwards: best's choice kept (nothing stripped or decoded again), the
+    # tuning's start is the folder's model again; the tuning and its start are gone
+    start_bytes = (save / "pruned.untuned.pt").read_bytes()
+    kept = {p: p.stat().st_mtime_ns for p in save.glob("valid-*/score.json")}
+    proc = pipelined(save, "--recovery", "best")
+    assert "the choice of the earlier --recovery tuned" in proc.stdout
+    assert "strip the heads" not in proc.stdout and "translate valid" not in proc.stdout
+    assert {p: p.stat().st_mtime_ns for p in save.glob("valid-*/score.json")} == kept
+    assert (save / "pruned.pt").read_bytes() == start_bytes
     assert not (save / "tuned").exists() and not (save / "pruned.untuned.pt").exists()
     assert "tuned refit" not in (save / "strip.txt").read_text()
+    assert (save / "recovery").read_text().strip() == "best"
 
 
 # Quick tests last: pytest-xdist hands this worker its next module when two tests of this

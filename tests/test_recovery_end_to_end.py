@@ -37,12 +37,30 @@ def valid_loss(corpus, ckpt) -> float:
 
 
 def test_reconstruction_lowers_the_validation_loss(corpus, base, tmp_path):
-    plain, rec = tmp_path / "plain.pt", tmp_path / "rec.pt"
+    """dsp-strip --reconstruct: the refit lowers the validation loss, equals dsp-reconstruct's
+    on the stripped model, decodes with fairseq-generate; --unreconstructed-output writes the
+    plain stripped model of the same call (both candidates of --recovery best, one load)."""
+    plain, rec, also = tmp_path / "plain.pt", tmp_path / "rec.pt", tmp_path / "also.pt"
     select = ["--random", "--heads-to-keep", "12", "--seed", "2"]
-    cli_ok(strip_cli.main, "--input", base, "--output", plain, *select)
+    plain_out, _ = cli_ok(strip_cli.main, "--input", base, "--output", plain, *select)
     out, err = cli_ok(strip_cli.main, "--input", base, "--output", rec, *select, "--reconstruct",
-                      "--data", corpus, "--calibration-batches", "4", "--calibration-max-tokens", "1000")  # fmt: skip
+                      "--data", corpus, "--calibration-batches", "4", "--calibration-max-tokens", "1000",
+                      "--unreconstructed-output", also)  # fmt: skip
     assert "reconstruction: target residual" in out
+    # the plain model first, as a plain call writes it and reports it, then the refit's report
+    head, _, refit = out.partition(f"wrote {also}\n")
+    assert head + f"wrote {also}\n" == plain_out.replace(str(plain), str(also))
+    assert refit.startswith(head) and refit.rstrip().endswith(f"wrote {rec}")
+    a, b = load_checkpoint(str(also)), load_checkpoint(str(plain))
+    assert a["dsp_kept_heads"] == b["dsp_kept_heads"] and "dsp_reconstruction" not in a
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in b["model"])
+    code, _, err2 = call_cli(strip_cli.main, "--input", base, "--output", tmp_path / "x.pt", *select,
+                             "--unreconstructed-output", also)  # fmt: skip
+    assert code == 2 and "only used with --reconstruct" in err2
+    code, _, err2 = call_cli(strip_cli.main, "--input", base, "--output", tmp_path / "x.pt", *select,
+                             "--reconstruct", "--data", corpus, "--unreconstructed-output", also)  # fmt: skip
+    assert code == 2 and f"--unreconstructed-output {also} exists" in err2
+    assert not (tmp_path / "x.pt").exists()
     # progress on stderr: 9 attentions and 6 FFN output layers
     assert "[14/15] decoder.layers.2.encoder_attn" in err
     assert "[15/15] decoder.layers.2.fc2" in err

@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
         "all its heads; give the base when the input's weights were trained with its gates, "
         "e.g. --train-gates-with)",
     )
+    parser.add_argument(
+        "--unreconstructed-output",
+        metavar="PATH",
+        help="with --reconstruct: also write the stripped model before the refit to PATH (its "
+        "table and 'wrote PATH' printed first): both candidates of a recovery choice from one "
+        "load of the model",
+    )
     add_reconstruction_options(parser)
     return parser
 
@@ -106,8 +113,15 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             "--reconstruct needs --data DIR: the fairseq binaries folder the model was trained "
             "on (its train split is the calibration data)"
         )
-    if (args.data or args.unpruned) and not args.reconstruct:
-        parser.error("--data and --unpruned are only used with --reconstruct")
+    if (args.data or args.unpruned or args.unreconstructed_output) and not args.reconstruct:
+        parser.error(
+            "--data, --unpruned and --unreconstructed-output are only used with --reconstruct"
+        )
+    if args.unreconstructed_output and os.path.abspath(args.unreconstructed_output) in {
+        os.path.abspath(args.output),
+        os.path.abspath(args.input),
+    }:
+        parser.error("--unreconstructed-output must differ from --input and --output")
 
 
 def chosen_heads(args: argparse.Namespace, state: dict):
@@ -172,11 +186,23 @@ def main(argv=None) -> int:
         new_state, report = strip_checkpoint(state, kept=chosen_heads(args, state))
         # After the input's checks (their messages say more), before anything is written:
         # a rerun must not silently replace a pruned model (perhaps fine-tuned since).
-        if output_exists(args.input, args.output) and not args.force:
-            raise CheckpointError(
-                f"--output {args.output} exists; pass --force to replace it or choose another path"
+        outputs = [("--output", args.output)]
+        if args.unreconstructed_output:
+            outputs.append(("--unreconstructed-output", args.unreconstructed_output))
+            raise_if_unusable_output(
+                args.input, args.unreconstructed_output, "--unreconstructed-output"
             )
+        for option, path in outputs:
+            if output_exists(args.input, path) and not args.force:
+                raise CheckpointError(
+                    f"{option} {path} exists; pass --force to replace it or choose another path"
+                )
         rec_report = None
+        if args.unreconstructed_output:
+            save_checkpoint_atomic(new_state, args.unreconstructed_output, mode_like=args.input)
+            if not args.quiet:
+                print(report.table())
+                print(f"wrote {args.unreconstructed_output}", flush=True)
         if args.reconstruct:
             teacher = state if args.unpruned is None else load_checkpoint(args.unpruned)
             new_state, rec_report = run_reconstruction(args, new_state, teacher, "dsp-strip")

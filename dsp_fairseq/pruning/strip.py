@@ -217,12 +217,12 @@ def fresh_extra_state(extra_state: Optional[dict]) -> dict:
     return extra
 
 
-def raise_if_unusable_output(input_path: str, output_path: str) -> None:
+def raise_if_unusable_output(input_path: str, output_path: str, option: str = "--output") -> None:
     import os
 
     if not output_path or os.path.isdir(output_path):
         raise CheckpointError(
-            f"--output {output_path!r} is {'a folder' if output_path else 'empty'}, not a file "
+            f"{option} {output_path!r} is {'a folder' if output_path else 'empty'}, not a file "
             "path; name the file to write, "
             f"e.g. {os.path.join(output_path or '.', 'pruned.pt')}"
         )
@@ -233,11 +233,11 @@ def raise_if_unusable_output(input_path: str, output_path: str) -> None:
         and os.path.samefile(input_path, output_path)
     ):
         raise CheckpointError(
-            f"--output {output_path} is the input checkpoint; choose another path "
+            f"{option} {output_path} is the input checkpoint; choose another path "
             "(dsp-strip never overwrites its input)"
         )
     folder = os.path.dirname(os.path.abspath(output_path))
     if not os.path.isdir(folder):
         raise CheckpointError(
-            f"--output {output_path}: folder {folder} does not exist; create it first"
+            f"{option} {output_path}: folder {folder} does not exist; create it first"
         )

@@ -80,7 +80,8 @@
 #                   below, score both on the validation set (sacreBLEU, evaluate.sh --subset
 #                   valid) and keep the better (its name in SAVE_DIR/recovery.json); no weight
 #                   training beyond the gate run's; the two validation decodes add a minute or
-#                   two;
+#                   two (a later call on the folder that switches between best and tuned
+#                   keeps best's choice: nothing is stripped or decoded again);
 #                   reconstruct: refit the kept heads' output projections and the FFN output
 #                   layers against the unpruned model on training batches while stripping
 #                   (dsp-strip --reconstruct, a minute or two); none: strip only
@@ -404,16 +405,37 @@ strip_gates() {
   mv "$report.tmp" "$report"
 }
 
+# tuned is best plus the tuning: a call switching between the two keeps best's choice (no
+# strip or validation decode again); to best, the tuning's start is the folder's model again
+before=$(cat "$SAVE/recovery" 2>/dev/null || true)
+if [[ -s $SAVE/pruned.pt && -s $SAVE/strip.txt && -s $SAVE/recovery.json ]] \
+    && [[ $before == tuned && $RECOVERY == best || $before == best && $RECOVERY == tuned ]]; then
+  if [[ $RECOVERY == best ]]; then
+    say "recovery best: the choice of the earlier --recovery tuned, without its tuning"
+    [[ -f $SAVE/pruned.untuned.pt ]] && mv "$SAVE/pruned.untuned.pt" "$SAVE/pruned.pt"
+    grep -v '^recovery: tuned refit' "$SAVE/strip.txt" > "$SAVE/strip.txt.tmp" || true
+    mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
+    rm -rf "$SAVE/tuned"
+  fi
+  echo "$RECOVERY" > "$SAVE/recovery"
+fi
 if [[ ! -s $SAVE/pruned.pt || ! -s $SAVE/strip.txt || $(cat "$SAVE/recovery" 2>/dev/null) != "$RECOVERY" ]]; then
   rm -f "$SAVE/recovery" "$SAVE/recovery.json"
   rm -rf "$SAVE/tuned" "$SAVE/pruned.untuned.pt"  # tuned from another recovery's model
   if [[ $RECOVERY == best || $RECOVERY == tuned ]]; then
-    # Both candidates, each scored on the validation set; the test set is never used to choose.
+    # Both candidates from one dsp-strip call (its report: the plain model's table and 'wrote'
+    # line, then the refit's), each scored on the validation set; the test set is never used
+    # to choose.
+    if [[ ! -s $SAVE/pruned-none.pt || ! -s $SAVE/strip-none.txt \
+          || ! -s $SAVE/pruned-reconstruct.pt || ! -s $SAVE/strip-reconstruct.txt ]]; then
+      say "strip the heads dropped by the best gates (checkpoint_best.pt) -> $SAVE/pruned-none.pt, and refit -> $SAVE/pruned-reconstruct.pt"
+      strip_gates "$SAVE/pruned-reconstruct.pt" "$SAVE/strip-both.txt" "${RECOVER[@]}" \
+        --unreconstructed-output "$SAVE/pruned-none.pt"
+      awk '{ print } /^wrote / { exit }' "$SAVE/strip-both.txt" > "$SAVE/strip-none.txt"
+      awk 'done { print } !done && /^wrote / { done = 1 }' "$SAVE/strip-both.txt" > "$SAVE/strip-reconstruct.txt"
+      rm "$SAVE/strip-both.txt"
+    fi
     for cand in none reconstruct; do
-      say "strip the heads dropped by the best gates (checkpoint_best.pt), recovery $cand -> $SAVE/pruned-$cand.pt"
-      opts=()
-      [[ $cand == reconstruct ]] && opts=("${RECOVER[@]}")
-      strip_gates "$SAVE/pruned-$cand.pt" "$SAVE/strip-$cand.txt" "${opts[@]}"
       bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$SAVE/pruned-$cand.pt" \
         --out "$SAVE/valid-$cand" --subset valid --gen-args "$GEN_ARGS"
     done

@@ -42,7 +42,9 @@
 #                                                (tune-refit.sh: out_proj and fc2 trained
 #                                                towards the unpruned model for one epoch,
 #                                                kept if it decodes valid better; the
-#                                                recipes' --recovery tuned), e.g.
+#                                                recipes' --recovery tuned; with --valid
+#                                                its valid score is the tuning's, not
+#                                                decoded again), e.g.
 #                                                importance+rec+tuned, dsp+best+tuned
 #              suffixes chain: dsp+rec+kd is the distilled fine-tune of dsp+rec; list a
 #              row after the row it starts from
@@ -302,7 +304,16 @@ for m in "${METHOD_LIST[@]}"; do
     bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$ckpt" --out "$row/eval" \
       --gen-args "$GEN_ARGS"
     valid=()
-    if [[ $VALID == 1 ]]; then
+    if [[ $VALID == 1 && $m == *+tuned ]]; then
+      # the tuning scored the model it kept on valid already (its start: --untuned-score or
+      # ROW/valid-untuned): that score, not a decode again
+      valid_score=$row/valid-tuned/score.json
+      if [[ $(chosen_of "$row/tune.json") == untuned ]]; then
+        valid_score=$row/valid-untuned/score.json
+        [[ -s $valid_score ]] || valid_score=$start_valid
+      fi
+      valid=(--valid-score "$valid_score")
+    elif [[ $VALID == 1 ]]; then
       bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$ckpt" --out "$row/eval-valid" \
         --subset valid --gen-args "$GEN_ARGS"
       valid=(--valid-score "$row/eval-valid/score.json")
