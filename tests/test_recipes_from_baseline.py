@@ -166,7 +166,10 @@ def test_finetune_rows_keep_the_heads_and_score_test_and_valid(baseline, tmp_pat
 def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     """dsp-pick-k with every default, one probe (K = 6); the probe is prune-pipelined.sh's
     default run, so its folder also shows that recipe's defaults: validation under the test
-    mask at the automatic interval, the best gates stripped, recovery best chosen on valid."""
+    mask at the automatic interval, the best gates stripped, recovery best chosen on valid.
+    prune-pipelined.sh on that folder with --recovery tuned (its default) then keeps best's
+    choice and tunes it (the tuning's start not decoded again), and --recovery best again
+    takes the tuning's start back: neither call strips, trains gates or decodes again."""
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
     from dsp_fairseq.cli import pick_k
     from dsp_fairseq.pruning.strip import kept_from_gate
@@ -245,6 +248,46 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
     assert code == 0, err[-3000:]
     assert json.loads((tmp_path / "pk/pick.json").read_text()) == result
     assert {p: p.stat().st_mtime_ns for p in written} == written
+
+    def pipelined(*more):  # prune-pipelined.sh on the probe's finished folder
+        return run(
+            "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data", "--base", base,
+            "--heads-to-keep", "6", "--save-dir", probe, "--preset", "cpu-small",
+            "--gen-args", GEN, "--importance-scores", tmp_path / "pk/gate-init-scores.json",
+            "--train-args", f"{TRAIN} {GATE_ARGS}", *more,
+        )  # fmt: skip
+
+    # --recovery tuned (the recipe's default) afterwards: best's choice kept (nothing trained,
+    # stripped or decoded again), the tuned refit of the model it chose on top
+    kept = {p: p.stat().st_mtime_ns for p in probe.glob("valid-*/score.json")}
+    gates = {p: p.stat().st_mtime_ns for p in probe.glob("checkpoint*.pt")}
+    proc = pipelined("--recovery", "tuned")
+    assert "strip the heads" not in proc.stdout
+    assert {p: p.stat().st_mtime_ns for p in probe.glob("valid-*/score.json")} == kept
+    assert {p: p.stat().st_mtime_ns for p in probe.glob("checkpoint*.pt")} == gates
+    tune = json.loads((probe / "tuned/tune.json").read_text())
+    # the tuning's start was decoded on valid by the recovery's choice: not decoded again
+    assert not (probe / "tuned/valid-untuned").exists() and (probe / "tuned/valid-tuned").is_dir()
+    assert (probe / "pruned.pt").read_bytes() == (probe / "tuned/pruned.pt").read_bytes()
+    # the tuning's start is kept beside it: the model the recovery best chose (its valid score)
+    untuned = load_checkpoint(str(probe / "pruned.untuned.pt"))
+    assert ("dsp_reconstruction" in untuned) == (choice["chosen"] == "reconstruct")
+    assert tune["valid_sacrebleu"]["untuned"] == choice["valid_sacrebleu_chosen"]
+    report = (probe / "strip.txt").read_text()
+    assert f"recovery: best of none and reconstruct on valid -> {choice['chosen']}" in report
+    assert f"recovery: tuned refit kept on valid if better -> {tune['chosen']}" in report
+    assert report.count("tuned refit") == 1 and "tuned refit" in proc.stdout
+    # --recovery best again: the tuning's start is the folder's model again (nothing stripped
+    # or decoded again); the tuning and its start are gone
+    start_bytes = (probe / "pruned.untuned.pt").read_bytes()
+    proc = pipelined("--recovery", "best")
+    assert "the choice of the earlier --recovery tuned" in proc.stdout
+    assert "strip the heads" not in proc.stdout and "translate valid" not in proc.stdout
+    assert {p: p.stat().st_mtime_ns for p in probe.glob("valid-*/score.json")} == kept
+    assert (probe / "pruned.pt").read_bytes() == start_bytes
+    assert not (probe / "tuned").exists() and not (probe / "pruned.untuned.pt").exists()
+    assert "tuned refit" not in (probe / "strip.txt").read_text()
+    assert (probe / "recovery").read_text().strip() == "best"
     # (in-process: the refusal comes before any recipe runs, so nothing escapes the capture)
     code, _, err = call_cli(pick_k.main, *common[1:], "--ks", "6,99")
     assert code == 2 and "--ks must lie in [1, 36]" in err
@@ -435,7 +478,8 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     (PRUNED.untuned.pt), one epoch of distillation into out_proj and fc2 alone (every other
     tensor unchanged), both decoded on valid and the better copied to PRUNED.pt, the choice in
     its report; a rerun writes nothing. prune-pipelined.sh tunes the recovery it chose the same
-    way (with --restarts: test_restarts_keep_the_gate_run_that_decodes_valid_best)."""
+    way (test_pick_k_end_to_end_strips_the_chosen_k, on its probe's folder; with --restarts:
+    test_restarts_keep_the_gate_run_that_decodes_valid_best)."""
     import torch
 
     from dsp_fairseq.checkpoint_io import load_checkpoint, model_args
@@ -488,49 +532,16 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     proc = prune("--recovery", "retrained", check=False)
     assert proc.returncode != 0 and "--recovery must be reconstruct, tuned or none" in proc.stderr
 
-    def pipelined(save, *more, scores="gate-init-scores.json", check=True):  # recovery: tuned
-        return run(
-            "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data", "--base", base,
-            "--heads-to-keep", "8", "--save-dir", save, "--preset", "cpu-small",
-            "--validate-interval", "0", "--gen-args", GEN, "--importance-scores",
-            tmp_path / scores, "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 3",
-            *more, check=check,
-        )  # fmt: skip
-
-    # the gate init scores per sentence: importance's per-token file (written above) is
-    # refused, not reused, and nothing is trained
+    # prune-pipelined.sh's gate init scores per sentence: importance's per-token file (written
+    # above) is refused, not reused, and nothing is trained
     save = tmp_path / "pipelined"
-    proc = pipelined(save, scores="importance.json", check=False)
+    proc = run(
+        "bash", RECIPES / "prune-pipelined.sh", "--data", work / "data", "--base", base,
+        "--heads-to-keep", "8", "--save-dir", save, "--preset", "cpu-small", "--gen-args", GEN,
+        "--importance-scores", tmp_path / "importance.json", "--train-args", TRAIN, check=False,
+    )  # fmt: skip
     assert proc.returncode != 0 and not (save / "checkpoint_last.pt").exists()
     assert "holds token-level importance scores, this call needs sentence-level ones" in proc.stderr
-    proc = pipelined(save)
-    scores = json.loads((tmp_path / "gate-init-scores.json").read_text())
-    assert scores["metadata"]["granularity"] == "sentence"
-    choice = json.loads((save / "tuned/tune.json").read_text())
-    # the tuning's start was decoded on valid by the recovery's choice: not decoded again
-    assert not (save / "tuned/valid-untuned").exists() and (save / "tuned/valid-tuned").is_dir()
-    assert (save / "pruned.pt").read_bytes() == (save / "tuned/pruned.pt").read_bytes()
-    # the tuning's start is kept beside it: the recovery best chose it (its valid score)
-    best = json.loads((save / "recovery.json").read_text())
-    untuned = load_checkpoint(str(save / "pruned.untuned.pt"))
-    assert ("dsp_reconstruction" in untuned) == (best["chosen"] == "reconstruct")
-    assert choice["valid_sacrebleu"]["untuned"] == best["valid_sacrebleu_chosen"]
-    report = (save / "strip.txt").read_text()
-    assert "recovery: best of none and reconstruct on valid ->" in report
-    assert f"recovery: tuned refit kept on valid if better -> {choice['chosen']}" in report
-    assert report.count("tuned refit") == 1 and "tuned refit" in proc.stdout
-    # --recovery best afterwards: best's choice kept (nothing stripped or decoded again), the
-    # tuning's start is the folder's model again; the tuning and its start are gone
-    start_bytes = (save / "pruned.untuned.pt").read_bytes()
-    kept = {p: p.stat().st_mtime_ns for p in save.glob("valid-*/score.json")}
-    proc = pipelined(save, "--recovery", "best")
-    assert "the choice of the earlier --recovery tuned" in proc.stdout
-    assert "strip the heads" not in proc.stdout and "translate valid" not in proc.stdout
-    assert {p: p.stat().st_mtime_ns for p in save.glob("valid-*/score.json")} == kept
-    assert (save / "pruned.pt").read_bytes() == start_bytes
-    assert not (save / "tuned").exists() and not (save / "pruned.untuned.pt").exists()
-    assert "tuned refit" not in (save / "strip.txt").read_text()
-    assert (save / "recovery").read_text().strip() == "best"
 
 
 # Quick tests last: pytest-xdist hands this worker its next module when two tests of this
