@@ -845,6 +845,8 @@ for seed in 4 5 6; do timed "fast-default-rerun-k9-s$seed" one_command fast-defa
 # session 33: K = 18 on the same machine, gate seeds 1-3 (session 29's K = 18 models were gone),
 # for stage 6ag's choice at H/4
 for seed in 1 2 3; do timed "fast-default-rerun-k18-s$seed" one_command fast-default-rerun 18 "$seed"; done
+# session 34: gate seeds 4-6 too (their fine-tunes below), stage 6ag's second group at H/4
+for seed in 4 5 6; do timed "fast-default-rerun-k18-s$seed" one_command fast-default-rerun 18 "$seed"; done
 # and the recipe's fine-tune (its learning rate 5e-4, fine-tune seed 1) of those models: lines
 # "ft-kK-sG" (G: the gate seed) in NAME.txt (session 29 ran K = 18 and 36, session 31 K = 9)
 ft_fast_default() {  # ft_fast_default K GATESEED [NAME]: NAME's model (default fast-default)
@@ -859,7 +861,7 @@ done
 for seed in 1 2 3 4 5 6; do
   timed "fast-default-rerun-ft-k9-s$seed" ft_fast_default 9 "$seed" fast-default-rerun
 done
-for seed in 1 2 3; do
+for seed in 1 2 3 4 5 6; do
   timed "fast-default-rerun-ft-k18-s$seed" ft_fast_default 18 "$seed" fast-default-rerun
 done
 # 6ae. the same fine-tune distilled from the unpruned model (finetune-pruned.sh --teacher BASE:
@@ -892,17 +894,19 @@ done
 # fine-tunes best (--restarts' choice): the start's and the tuned model's sacreBLEU and label
 # NLL (fairseq-validate) of stage 6ad's rerun models, gate seeds 1-6 in groups of 3, against
 # their fine-tunes above (bench/restart_choice.py; lines in restart-choice.txt)
-runs=()
-for seed in 1 2 3 4 5 6; do
-  dir=$WORK/fast-default-rerun/k9
-  [[ $seed == 1 ]] || dir+=-s$seed
-  runs+=("$dir")
-done
+rerun_dirs() {  # rerun_dirs K: stage 6ad's rerun folders at K, gate seeds 1-6
+  local seed
+  for seed in 1 2 3 4 5 6; do
+    if [[ $seed == 1 ]]; then echo "$WORK/fast-default-rerun/k$1"; else echo "$WORK/fast-default-rerun/k$1-s$seed"; fi
+  done
+}
+mapfile -t runs < <(rerun_dirs 9)
 timed restart-choice-k9 python "$ROOT/bench/restart_choice.py" --data "$DATA/bin" \
   --results "$OUT/fast-default-rerun.txt" --group 3 "${runs[@]}" > "$OUT/restart-choice.txt.tmp"
 mv "$OUT/restart-choice.txt.tmp" "$OUT/restart-choice.txt"
-# session 33: the same at H/4, gate seeds 1-3 of the K = 18 rerun (one group)
-runs=("$WORK/fast-default-rerun/k18" "$WORK/fast-default-rerun/k18-s2" "$WORK/fast-default-rerun/k18-s3")
+# session 33: the same at H/4, gate seeds 1-3 of the K = 18 rerun (one group); session 34:
+# seeds 4-6 too (two groups)
+mapfile -t runs < <(rerun_dirs 18)
 timed restart-choice-k18 python "$ROOT/bench/restart_choice.py" --data "$DATA/bin" \
   --results "$OUT/fast-default-rerun.txt" --group 3 "${runs[@]}" > "$OUT/restart-choice-k18.txt.tmp"
 mv "$OUT/restart-choice-k18.txt.tmp" "$OUT/restart-choice-k18.txt"

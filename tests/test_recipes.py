@@ -485,9 +485,9 @@ awk '{ printf "D-%d\t-0.5\t%s\n", NR - 1, $0 }' "$(dirname "$1")/raw/$subset.en"
 
 def test_evaluate_decodes_again_when_the_call_changes(sweep, tmp_path):
     """evaluate.sh reuses a score only when the same checkpoint (by its real path, not older
-    than the score) was decoded with the same subset, beam and --gen-args. The two decodes
-    whose logs the legacy check reads are real; the others go to a recording stand-in (the
-    decode itself is the sweep's, every call's arguments are checked here)."""
+    than the score) was decoded with the same subset, beam and --gen-args. The decode whose
+    log the legacy check reads is real; the others go to a recording stand-in (evaluate.sh's
+    real decodes are the sweep's; every call's arguments are checked here)."""
     work, _ = sweep
     ckpt, other = (work / f"sweep/runs/dsp-k{k}/pruned.pt" for k in KS)
     out = tmp_path / "eval"
@@ -501,7 +501,7 @@ def test_evaluate_decodes_again_when_the_call_changes(sweep, tmp_path):
         return run("bash", RECIPES / "evaluate.sh", "--data", work / "data", "--checkpoint",
                    checkpoint, "--out", out, "--gen-args", GEN, *args, path=path).stdout  # fmt: skip
 
-    assert "translate test" in evaluate(ckpt, real=True)
+    assert "translate test" in evaluate(ckpt)
     assert "up to date" in evaluate(ckpt)
     assert "translate test" in evaluate(ckpt, "--beam", "1")  # another beam
     assert "up to date" in evaluate(ckpt, "--beam", "1")
@@ -528,8 +528,8 @@ def test_evaluate_decodes_again_when_the_call_changes(sweep, tmp_path):
     ]
     # what reached the stand-in: each decode's model, subset, beam and --gen-args
     calls = (stand_in / "calls").read_text().splitlines()
-    expected = [(ckpt, "test", 1), (other, "test", 1), (other, "valid", 5), (other, "test", 5),
-                (ckpt, "test", 5)]  # fmt: skip
+    expected = [(ckpt, "test", 5), (ckpt, "test", 1), (other, "test", 1), (other, "valid", 5),
+                (other, "test", 5), (ckpt, "test", 5)]  # fmt: skip
     assert len(calls) == len(expected)
     for call, (model, subset, beam) in zip(calls, expected):
         assert f"--path {model} --gen-subset {subset} --beam {beam} " in call and GEN in call
