@@ -17,7 +17,8 @@ install: $(STAMP)
 
 # Bytecode: pip compiles every file of every package on one core (about half of the
 # install's time here), but the tools import about a quarter of them: --no-compile, then
-# scripts/compile_bytecode.py imports the entry points once with bytecode writing on.
+# scripts/compile_bytecode.py imports the entry points with bytecode writing on, in two
+# processes (19 s of CPU here, against 41 s for compileall of the whole of site-packages).
 $(STAMP): setup.py requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
