@@ -76,9 +76,10 @@
 #                   fine-tune at every K (over 3 gate seeds, bench/RESULTS.md "The one command
 #                   with the tuned refit"); it adds 3-4 minutes on 2 CPU cores (one epoch
 #                   of training, one validation decode), a little less than the gate run;
-#                   best: strip twice, with the gate run's own weights and with the refit
-#                   below, score both on the validation set (sacreBLEU, evaluate.sh --subset
-#                   valid) and keep the better (its name in SAVE_DIR/recovery.json); no weight
+#                   best: strip with the gate run's own weights and with the refit below
+#                   (one dsp-strip call writes both), score both on the validation set
+#                   (sacreBLEU, evaluate.sh --subset valid) and keep the better (its name
+#                   in SAVE_DIR/recovery.json); no weight
 #                   training beyond the gate run's; the two validation decodes add a minute or
 #                   two (a later call on the folder that switches between best and tuned
 #                   keeps best's choice: nothing is stripped or decoded again);
