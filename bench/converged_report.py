@@ -288,7 +288,7 @@ LABELS[FAST_DEFAULT_FT] = (
     LABELS[FAST_DEFAULT] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}{_DEFAULT_SINCE}"
 )
 LABELS[FAST_DEFAULT_RERUN] = (
-    LABELS[FAST_DEFAULT] + ", rerun in sessions 31-33 on a slower machine (the models of the H/8 "
+    LABELS[FAST_DEFAULT] + ", rerun in sessions 31-34 on a slower machine (the models of the H/8 "
     "fine-tunes, and at H/4 those of stage 6ag's choice)"
 )
 LABELS[FAST_RESTARTS] = (
@@ -1134,7 +1134,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
         ft_files = (
             f"[bench/recovery/{FAST_DEFAULT_FILE}](bench/recovery/{FAST_DEFAULT_FILE}) and "
             f"[bench/recovery/{FAST_DEFAULT_RERUN_FILE}](bench/recovery/{FAST_DEFAULT_RERUN_FILE}):"
-            " the same command rerun in sessions 31-33 (the 6 gate seeds at H/8, 3 more at H/4),"
+            " the same command rerun in sessions 31-34 (the 6 gate seeds at H/8, 6 more at H/4),"
             " other gate runs than the first column's"
         )
     columns = (

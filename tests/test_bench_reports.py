@@ -831,7 +831,7 @@ def test_restarts_and_distilled_finetune_rows_of_the_fast_one_command(tmp_path):
     # the rerun's fine-tunes are the one command's at H/8, its runs a row of their own
     goal = next(g for g in text if "since session 29 + the recipe's" in g)
     assert "H/8: 36.67 (mean of 3), 3.33 below (limit 2.5)" in goal
-    row = next(g for g in text if g.startswith("| ") and "rerun in sessions 31-33" in g)
+    row = next(g for g in text if g.startswith("| ") and "rerun in sessions 31-34" in g)
     assert row.endswith("|  |  | 32.00 (33.00) |")  # gate seed 1 at H/8 only
     kd = tmp_path / "fast-default-kd.txt"
     kd.write_text(
