@@ -58,19 +58,14 @@ def fairseq_configuration() -> None:
     )
 
 
-def compile_group(names: list, also=None) -> list:
-    """Import NAMES (then call ALSO); what failed, as lines for the user."""
+def compile_group(names: list) -> list:
+    """Import NAMES; what failed, as lines for the user."""
     failed = []
     for name in names:
         try:
             importlib.import_module(name)
         except Exception as err:  # a missing optional tool only costs its compile time
             failed.append(f"{name} ({type(err).__name__}: {err})")
-    if also is not None:
-        try:
-            also()
-        except Exception as err:
-            failed.append(f"{also.__doc__.split(',')[0]} ({type(err).__name__}: {err})")
     return failed
 
 
@@ -80,7 +75,11 @@ def main(argv=None) -> int:
         failed = compile_group(OTHER_GROUP)
     else:
         other = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--other-group"])
-        failed = compile_group(FAIRSEQ_GROUP, also=fairseq_configuration)
+        failed = compile_group(FAIRSEQ_GROUP)
+        try:
+            fairseq_configuration()
+        except Exception as err:
+            failed.append(f"fairseq's configuration ({type(err).__name__}: {err})")
         other.wait()
     for line in failed:
         print(f"compile_bytecode: not compiled: {line}", file=sys.stderr)
