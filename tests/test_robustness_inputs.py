@@ -196,13 +196,22 @@ def test_per_type_k_out_of_range_fails_before_training(tmp_path_factory, tmp_pat
         ({"heads_to_keep_per_type": "enc-self=1", "gated_attentions": "cross"},
          "expected TYPE=K pairs"),
         ({"heads_to_keep": 2, "heads_to_keep_per_type": "enc-self=1,dec-self=1,cross=1"},
-         "not both"),
+         "contradicts .* keeps 3 heads"),
     ],
 )  # fmt: skip
 def test_per_type_budget_errors_at_model_build(budget, message):
     task = make_task(make_dictionary(20))
     with pytest.raises(ValueError, match=message):
         task.build_model(small_args(**budget))
+
+
+def test_per_type_budget_may_refine_an_equal_global_k():
+    """Recipes always pass --heads-to-keep K: per-type budgets summing to K refine it."""
+    task = make_task(make_dictionary(20))
+    per_type = "enc-self=0,dec-self=1,cross=2"
+    model = task.build_model(small_args(heads_to_keep=3, heads_to_keep_per_type=per_type)).eval()
+    mask = model.head_gate.current_mask()
+    assert mask[:4].sum() == 0 and mask[4:8].sum() == 1 and mask[8:].sum() == 2
 
 
 @pytest.mark.parametrize("gate_type", ["dsp", "dsp-st", "ste"])

@@ -57,10 +57,15 @@ def budget_request(args, sizes: Dict[str, int], budget_optional: bool = False) -
     """
     total = sum(sizes.values())
     layout = ", ".join(f"{k}: {v}" for k, v in sizes.items())
-    if args.heads_to_keep is not None and args.heads_to_keep_per_type:
-        raise ValueError("give either --heads-to-keep or --heads-to-keep-per-type, not both")
     if args.heads_to_keep_per_type:
         per = parse_per_type(args.heads_to_keep_per_type, list(sizes))
+        # recipes always pass --heads-to-keep K; the per-type budgets may refine it if they sum to K
+        if args.heads_to_keep is not None and args.heads_to_keep != sum(per.values()):
+            raise ValueError(
+                f"--heads-to-keep {args.heads_to_keep} contradicts --heads-to-keep-per-type "
+                f"{args.heads_to_keep_per_type}, which keeps {sum(per.values())} heads; "
+                f"drop --heads-to-keep or set it to {sum(per.values())}"
+            )
         for kind, k in per.items():
             if not 0 <= k <= sizes[kind]:
                 raise ValueError(
