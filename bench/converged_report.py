@@ -23,6 +23,7 @@ import statistics
 import sys
 
 from finetune_budget import BUDGET_FILE, budget_lines, budget_runs
+from layout_split import FREE, layout_files, layout_lines, layout_of, runs_of
 
 LABELS = {
     "dsp": "pipelined DSP, plain gates (labels, frozen model)",
@@ -988,6 +989,16 @@ def main() -> int:
         )
     if args.marker == "recovery" and ft_lrs:  # the study of the fine-tune's learning rate
         parts["finetune-lr"] = "\n".join(learning_rate_lines(tuned_ft_lines, ft_lrs))
+    layouts = {
+        layout_of(p): runs_of(one_command_lines(p), fine_tune_lines(p))
+        for p in layout_files(args.dir)
+    }
+    if args.marker == "recovery" and layouts:  # stage 6ah: per-type budgets against the free one
+        free: dict = {}
+        for path in (fast_file, rerun_file):  # the same names in both files: read one by one
+            for k, runs in runs_of(one_command_lines(path), fine_tune_lines(path)).items():
+                free.setdefault(k, []).extend(runs)
+        parts["layout-split"] = "\n".join(layout_lines({FREE: free, **layouts}))
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(defaults_lines(cells, seeds, base))

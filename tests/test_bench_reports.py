@@ -1051,3 +1051,35 @@ def test_restart_choice_reads_each_score_and_picks_per_group(tmp_path, capsys):
         run = tmp_path / "k9-s5"
         run.mkdir()
         main(["--data", "x", "--results", str(results), str(run)])
+
+
+def test_layout_split_table_sets_per_type_budgets_beside_the_free_layout(tmp_path):
+    """Stage 6ah: layout-eE-dD-cC.txt's one command and fine-tune lines, per K, beside the
+    free layout's runs of fast-default.txt and fast-default-rerun.txt (whose fine-tunes share
+    names: each file's runs are read on their own); K without a per-type run has no row."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    line = ("k{}-s{}: recovery best -> none; untuned test {} valid 30.0; tuned test {} valid 33.0; "
+            "kept tuned; one command 540 s\n")  # fmt: skip
+    ft = "ft-k{}-s{}: best test {} valid 38.0; last test 37.0 valid 37.0; valid loss 4.0\n"
+    (tmp_path / "fast-default.txt").write_text(
+        line.format(18, 1, 34.0, 37.0) + ft.format(18, 1, 39.0) + line.format(36, 1, 37.0, 39.0)
+    )
+    (tmp_path / "fast-default-rerun.txt").write_text(
+        line.format(18, 1, 35.0, 36.0) + ft.format(18, 1, 38.0)
+    )
+    (tmp_path / "layout-e6-d6-c6.txt").write_text(
+        line.format(18, 1, 36.0, 37.5) + line.format(18, 2, 35.0, 36.5) + ft.format(18, 1, 39.5)
+    )
+    doc = tmp_path / "RESULTS.md"
+    doc.write_text("a\n<!-- layout-split -->\nold\n<!-- /layout-split -->\nb\n")
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
+         "recovery", "--splice", doc], check=True, capture_output=True,
+    )  # fmt: skip
+    rows = [r for r in doc.read_text().splitlines() if r.startswith("| 1") or r.startswith("| 3")]
+    assert rows == [
+        "| 18 | free (the gates choose: the default) | 34.50 (34.00-35.00); valid 30.00; 2 runs "
+        "| 36.50 (36.00-37.00); valid 33.00; 2 runs | 38.50 (38.00-39.00); valid 38.00; 2 runs |",
+        "| 18 | 6, 6, 6 | 35.50 (35.00-36.00); valid 30.00; 2 runs | 37.00 (36.50-37.50); "
+        "valid 33.00; 2 runs | 39.50; valid 38.00; 1 run |",
+    ]

@@ -7,7 +7,7 @@ import pytest
 from dsp_fairseq.criterions.dsp_label_smoothed_cross_entropy import annealed_temperature
 from dsp_fairseq.gates import GATE_REGISTRY, build_budget
 from dsp_fairseq.models.gate_config import build_gate
-from dsp_fairseq.models.head_layout import attention_slots
+from dsp_fairseq.models.head_layout import attention_slots, proportional_split
 from dsp_fairseq.models.transformer_dsp import transformer_dsp_iwslt_de_en
 
 
@@ -55,6 +55,37 @@ def test_per_type_budget():
     with pytest.raises(ValueError, match=r"\[0, 24\]"):
         bad = iwslt_args(heads_to_keep_per_type="enc-self=30,dec-self=0,cross=1")
         build_gate(bad, attention_slots(bad))
+
+
+@pytest.mark.parametrize(
+    "k, gated, expected",
+    [(18, "enc-self,dec-self,cross", [6, 6, 6]), (19, "enc-self,dec-self,cross", [6, 6, 7]),
+     (20, "enc-self,dec-self,cross", [6, 7, 7]), (9, "enc-self,cross", [4, 5])],
+)  # fmt: skip
+def test_proportional_budget_shares_k_among_the_types(k, gated, expected):
+    args = iwslt_args(
+        heads_to_keep=k, heads_to_keep_per_type="proportional", gated_attentions=gated
+    )
+    gate, _ = build_gate(args, attention_slots(args))
+    gate.eval()
+    mask = gate.test_mask()
+    assert [int(mask[i * 24 : (i + 1) * 24].sum()) for i in range(len(expected))] == expected
+
+
+def test_proportional_split_follows_the_types_sizes():
+    sizes = {"enc-self": 48, "dec-self": 24, "cross": 24}
+    assert proportional_split(10, sizes) == {"enc-self": 5, "dec-self": 2, "cross": 3}
+    assert proportional_split(96, sizes) == sizes
+
+
+@pytest.mark.parametrize(
+    "budget, message",
+    [({}, "give --heads-to-keep K as well"), ({"heads_to_keep": 73}, r"choose K in \[1, 72\]")],
+)
+def test_proportional_budget_refusals(budget, message):
+    args = iwslt_args(heads_to_keep_per_type="proportional", **budget)
+    with pytest.raises(ValueError, match=message):
+        build_gate(args, attention_slots(args))
 
 
 @pytest.mark.parametrize("name", sorted(GATE_REGISTRY))

@@ -10,7 +10,14 @@ from typing import Dict, List, Optional, Tuple
 
 from ..gates import GATE_REGISTRY, HeadGate, build_budget
 from ..gates.schedules import GateSchedule, default_schedule_name, get_schedule
-from .head_layout import AttentionSlot, heads_per_slot, parse_attention_types, parse_per_type
+from .head_layout import (
+    PROPORTIONAL,
+    AttentionSlot,
+    heads_per_slot,
+    parse_attention_types,
+    parse_per_type,
+    proportional_split,
+)
 
 
 def gated_slots(args, slots: List[AttentionSlot]) -> List[AttentionSlot]:
@@ -57,6 +64,14 @@ def budget_request(args, sizes: Dict[str, int], budget_optional: bool = False) -
     """
     total = sum(sizes.values())
     layout = ", ".join(f"{k}: {v}" for k, v in sizes.items())
+    if args.heads_to_keep_per_type and args.heads_to_keep_per_type.strip() == PROPORTIONAL:
+        if args.heads_to_keep is None:
+            raise ValueError(
+                "--heads-to-keep-per-type proportional shares --heads-to-keep K among the "
+                "attention types; give --heads-to-keep K as well"
+            )
+        check_global_k(args.heads_to_keep, total, layout)
+        return {"per_segment": list(proportional_split(args.heads_to_keep, sizes).values())}
     if args.heads_to_keep_per_type:
         per = parse_per_type(args.heads_to_keep_per_type, list(sizes))
         # recipes always pass --heads-to-keep K; the per-type budgets may refine it if they sum to K
@@ -78,12 +93,16 @@ def budget_request(args, sizes: Dict[str, int], budget_optional: bool = False) -
     if args.heads_to_keep is None and budget_optional:
         return None
     k = total if args.heads_to_keep is None else args.heads_to_keep
+    check_global_k(k, total, layout)
+    return {"heads_to_keep": k}
+
+
+def check_global_k(k: int, total: int, layout: str) -> None:
     if not 1 <= k <= total:
         raise ValueError(
             f"--heads-to-keep {k} is out of range: this model has H={total} gated heads "
             f"({layout}); choose K in [1, {total}]"
         )
-    return {"heads_to_keep": k}
 
 
 def uniform_layout_budget(

@@ -45,6 +45,25 @@ def parse_per_type(spec: str, allowed: Sequence[str]) -> Dict[str, int]:
     return result
 
 
+PROPORTIONAL = "proportional"
+
+
+def proportional_split(k: int, sizes: Dict[str, int]) -> Dict[str, int]:
+    """K heads shared among the attention types in proportion to their gated heads.
+
+    ``--heads-to-keep-per-type proportional``: with equal types (3+3 layers, 8 heads: 24
+    each) K = 18 gives 6,6,6. Largest remainders get the heads left over; ties go to the
+    later types (cross, then dec-self), where gates on a frozen model put most heads.
+    """
+    total = sum(sizes.values())
+    shares = {t: k * n / total for t, n in sizes.items()}
+    split = {t: int(share) for t, share in shares.items()}
+    order = sorted(sizes, key=lambda t: (shares[t] - split[t], list(sizes).index(t)), reverse=True)
+    for t in order[: k - sum(split.values())]:
+        split[t] += 1
+    return split
+
+
 def parse_heads_per_attention(spec) -> tuple:
     """``"2,3"`` -> ``(2, 3)``: heads kept in every encoder self-attention and in every
     decoder self- and cross-attention (``"2"`` means ``(2, 2)``)."""

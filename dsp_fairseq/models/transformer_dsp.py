@@ -60,7 +60,8 @@ class TransformerDSPModel(TransformerModel):
                             help="global budget: number of gated heads to keep (default: all)")
         parser.add_argument("--heads-to-keep-per-type", type=str, metavar="SPEC",
                             help="budget per attention type instead of one K, "
-                                 "e.g. enc-self=6,dec-self=4,cross=8")
+                                 "e.g. enc-self=6,dec-self=4,cross=8, or 'proportional': "
+                                 "--heads-to-keep K shared in proportion to each type's heads")
         parser.add_argument("--heads-per-attention", type=str, metavar="ENC,DEC",
                             help="uniform layout: keep exactly ENC heads in every encoder "
                                  "self-attention and DEC in every decoder self- and "
