@@ -911,21 +911,19 @@ timed restart-choice-k18 python "$ROOT/bench/restart_choice.py" --data "$DATA/bi
   --results "$OUT/fast-default-rerun.txt" --group 3 "${runs[@]}" > "$OUT/restart-choice-k18.txt.tmp"
 mv "$OUT/restart-choice-k18.txt.tmp" "$OUT/restart-choice-k18.txt"
 
-# 6ah. session 35: the heads shared among the attention types. The one command and its
-# fine-tune with the gate run held to a per-type budget (--train-args "--heads-to-keep-per-type
-# enc-self=E,dec-self=D,cross=C"): joint DSP's H/4 layout (6,9,3: stage 5's model trained with
-# the budget) and the split in proportion to each type's heads (6,6,6 / 12,12,12 / 3,3,3 at
-# K = 18 / 36 / 9: --heads-to-keep-per-type proportional); lines in layout-eE-dD-cC.txt
-layout_run() {  # layout_run K E D C SEED
-  local name=layout-e$2-d$3-c$4
-  timed "$name-k$1-s$5" one_command "$name" "$1" "$5" \
+# 6ah. session 35: the heads shared among the attention types. The one command with the gate
+# run held to a per-type budget (--train-args "--heads-to-keep-per-type enc-self=E,dec-self=D,
+# cross=C"), and its fine-tune: joint DSP's H/4 layout (6,9,3: stage 5's model trained with the
+# budget) and the split in proportion to each type's heads (6,6,6 / 3,3,3 at K = 18 / 9: what
+# --heads-to-keep-per-type proportional gives); lines in layout-eE-dD-cC.txt
+layout_one_command() {  # layout_one_command K E D C SEED
+  timed "layout-e$2-d$3-c$4-k$1-s$5" one_command "layout-e$2-d$3-c$4" "$1" "$5" \
     --train-args "--heads-to-keep-per-type enc-self=$2,dec-self=$3,cross=$4"
-  timed "$name-ft-k$1-s$5" ft_fast_default "$1" "$5" "$name"
 }
-for spec in "18 6 9 3 1" "18 6 6 6 1" "18 6 6 6 2" "18 6 6 6 3" "36 12 12 12 1" "9 3 3 3 1" \
-  "9 3 3 3 2"; do
-  # shellcheck disable=SC2086  # the five numbers of the spec
-  layout_run $spec
+for spec in "18 6 9 3 1" "18 6 6 6 1" "18 6 6 6 2" "18 6 6 6 3" "9 3 3 3 1" "9 3 3 3 2"; do
+  read -r k e d c seed <<< "$spec"
+  layout_one_command "$k" "$e" "$d" "$c" "$seed"
+  timed "layout-e$e-d$d-c$c-ft-k$k-s$seed" ft_fast_default "$k" "$seed" "layout-e$e-d$d-c$c"
 done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
