@@ -16,6 +16,17 @@ def report_text(folder) -> str:
     ).stdout  # fmt: skip
 
 
+def spliced(folder, marker: str) -> str:
+    """A RESULTS.md in FOLDER with MARKER's block, after converged_report.py --splice."""
+    doc = folder / "RESULTS.md"
+    doc.write_text(f"a\n<!-- {marker} -->\nold\n<!-- /{marker} -->\nb\n")
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", folder, "--marker",
+         "recovery", "--splice", doc], check=True, capture_output=True,
+    )  # fmt: skip
+    return doc.read_text()
+
+
 def test_converged_report_table(tmp_path):
     def row(method, k, test, valid=None):
         return {"method": method, "heads_to_keep": k, "sacrebleu": test, "valid_sacrebleu": valid}
@@ -883,13 +894,7 @@ def test_finetune_budget_table_plot_and_goal(tmp_path):
     assert "H/4: 39.80 (mean of 2), 0.53 below (limit 1.0)" in goal and "H/8: not run" in goal
     goal = next(line for line in budget_goals if "trained on to 810 updates" in line)
     assert "H/2: not run; H/4: not run; H/8: not run | not measured yet |" in goal
-    doc = tmp_path / "RESULTS.md"
-    doc.write_text("a\n<!-- finetune-budget -->\nold\n<!-- /finetune-budget -->\nb\n")
-    subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
-         "recovery", "--splice", doc], check=True, capture_output=True,
-    )  # fmt: skip
-    text = doc.read_text()
+    text = spliced(tmp_path, "finetune-budget")
     assert (
         "old" not in text and "| 18 | 2 | 39.20 (39.60) | 39.60 (39.90) | 40.00 (40.10) |" in text
     )
@@ -1070,13 +1075,8 @@ def test_layout_split_table_sets_per_type_budgets_beside_the_free_layout(tmp_pat
     (tmp_path / "layout-e6-d6-c6.txt").write_text(
         line.format(18, 1, 36.0, 37.5) + line.format(18, 2, 35.0, 36.5) + ft.format(18, 1, 39.5)
     )
-    doc = tmp_path / "RESULTS.md"
-    doc.write_text("a\n<!-- layout-split -->\nold\n<!-- /layout-split -->\nb\n")
-    subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
-         "recovery", "--splice", doc], check=True, capture_output=True,
-    )  # fmt: skip
-    rows = [r for r in doc.read_text().splitlines() if r.startswith("| 1") or r.startswith("| 3")]
+    text = spliced(tmp_path, "layout-split")
+    rows = [r for r in text.splitlines() if r.startswith("| 1") or r.startswith("| 3")]
     assert rows == [
         "| 18 | free (the gates choose: the default) | 34.50 (34.00-35.00); valid 30.00; 2 runs "
         "| 36.50 (36.00-37.00); valid 33.00; 2 runs | 38.50 (38.00-39.00); valid 38.00; 2 runs |",
