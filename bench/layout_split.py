@@ -67,8 +67,6 @@ def layout_lines(layouts: Dict[str, Dict[int, List[dict]]]) -> List[str]:
     for k in ks:
         names = [FREE] + sorted(n for n in layouts if n != FREE)
         for name in names:
-            if name != FREE and k not in layouts[name]:
-                continue
             runs = layouts.get(name, {}).get(k, [])
             if not runs:
                 continue
