@@ -915,12 +915,14 @@ mv "$OUT/restart-choice-k18.txt.tmp" "$OUT/restart-choice-k18.txt"
 # run held to a per-type budget (--train-args "--heads-to-keep-per-type enc-self=E,dec-self=D,
 # cross=C"), and its fine-tune: joint DSP's H/4 layout (6,9,3: stage 5's model trained with the
 # budget) and the split in proportion to each type's heads (6,6,6 / 3,3,3 at K = 18 / 9: what
-# --heads-to-keep-per-type proportional gives); lines in layout-eE-dD-cC.txt
+# --heads-to-keep-per-type proportional gives); lines in layout-eE-dD-cC.txt. Session 36 added
+# H/2's split (12,12,12) and H/8's third seed
 layout_one_command() {  # layout_one_command K E D C SEED
   timed "layout-e$2-d$3-c$4-k$1-s$5" one_command "layout-e$2-d$3-c$4" "$1" "$5" \
     --train-args "--heads-to-keep-per-type enc-self=$2,dec-self=$3,cross=$4"
 }
-for spec in "18 6 9 3 1" "18 6 6 6 1" "18 6 6 6 2" "18 6 6 6 3" "9 3 3 3 1" "9 3 3 3 2"; do
+for spec in "18 6 9 3 1" "18 6 6 6 1" "18 6 6 6 2" "18 6 6 6 3" "9 3 3 3 1" "9 3 3 3 2" \
+  "36 12 12 12 1" "9 3 3 3 3" "36 12 12 12 2" "36 12 12 12 3"; do
   read -r k e d c seed <<< "$spec"
   layout_one_command "$k" "$e" "$d" "$c" "$seed"
   timed "layout-e$e-d$d-c$c-ft-k$k-s$seed" ft_fast_default "$k" "$seed" "layout-e$e-d$d-c$c"
