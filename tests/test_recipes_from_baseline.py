@@ -390,6 +390,57 @@ def test_restarts_keep_the_gate_run_that_decodes_valid_best(baseline, tmp_path):
     )
 
 
+def kept_per_type(strip_report: str) -> dict:
+    """{attention type: [heads kept per layer]} of dsp-strip's table."""
+    kept = {}
+    for kind, kept_of in re.findall(
+        r"^(enc-self|dec-self|cross)\s+\d+\s+(\d+)/\d+", strip_report, re.M
+    ):
+        kept.setdefault(kind, []).append(int(kept_of))
+    return kept
+
+
+def test_type_split_shares_k_among_the_attention_types_unless_the_user_sets_a_layout(
+    baseline, tmp_path
+):
+    """prune-pipelined.sh --type-split proportional: the gate run's K is split among the
+    attention types by their heads (--heads-to-keep-per-type proportional; 12 heads each
+    here, so K = 8 gives 2 / 3 / 3, the remainders' ties to cross, then dec-self), and the
+    stripped model keeps exactly that many of each. A layout of the user's own in --train-args
+    (--heads-per-attention) replaces the split, which would otherwise contradict it; another
+    value is refused before anything runs."""
+    from dsp_fairseq.models.head_layout import proportional_split
+
+    def prune(out, k, split, *train, check=True):
+        return run(
+            "bash", RECIPES / "prune-pipelined.sh", "--data", baseline / "data",
+            "--base", baseline / "baseline/checkpoint_best.pt", "--heads-to-keep", k,
+            "--save-dir", out, "--preset", "cpu-small", "--recovery", "none",
+            "--gate-init", "none", "--validate-interval", "0", "--type-split", split,
+            "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 2 {' '.join(train)}", check=check,
+        )  # fmt: skip
+
+    proc = prune(tmp_path / "prop", 8, "proportional")
+    assert "split among the attention types: proportional" in proc.stdout
+    kept = kept_per_type((tmp_path / "prop/strip.txt").read_text())
+    assert {kind: sum(v) for kind, v in kept.items()} == {"enc-self": 2, "dec-self": 3, "cross": 3}
+    assert proportional_split(8, {"enc-self": 12, "dec-self": 12, "cross": 12}) == {
+        "enc-self": 2, "dec-self": 3, "cross": 3}  # fmt: skip
+    assert "heads_to_keep_per_type='proportional'" in (tmp_path / "prop/train.log").read_text()
+
+    proc = prune(tmp_path / "own", 9, "proportional", "--heads-per-attention", "1,1")
+    assert "split among the attention types: of --train-args" in proc.stdout
+    kept = kept_per_type((tmp_path / "own/strip.txt").read_text())
+    assert kept == {"enc-self": [1, 1, 1], "dec-self": [1, 1, 1], "cross": [1, 1, 1]}
+
+    proc = prune(tmp_path / "bad", 8, "even", check=False)
+    assert (
+        proc.returncode == 1
+        and "--type-split must be free or proportional, not 'even'" in proc.stderr
+    )
+    assert not (tmp_path / "bad").exists()
+
+
 def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
     """sweep.sh --restarts 2 --gate-epochs 2 --restart-metric nll: the dsp row is
     prune-pipelined.sh's restarts (two gate runs of two epochs each, the temperature annealed
@@ -426,7 +477,8 @@ def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
     for bad, needle in [(("--restarts", "0"), "--restarts takes a positive number of gate runs"),
                         (("--restart-jobs", "x"), "--restart-jobs takes a positive number or auto"),
                         (("--restart-metric", "loss"), "--restart-metric must be bleu or nll"),
-                        (("--gate-epochs", "0"), "--gate-epochs takes a positive number of epochs")]:  # fmt: skip
+                        (("--gate-epochs", "0"), "--gate-epochs takes a positive number of epochs"),
+                        (("--type-split", "even"), "--type-split must be free or proportional")]:  # fmt: skip
         proc = sweep(tmp_path / "sw2", *bad, check=False)
         assert proc.returncode == 1 and needle in proc.stderr and not (tmp_path / "sw2").exists()
 
@@ -644,15 +696,17 @@ def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, mo
     code, stdout, err = call_cli(
         pick_k.main, "--data", baseline / "data", "--base", baseline / "baseline/checkpoint_best.pt",
         "--out", out, "--ks", "6,12", "--tolerance", "3", "--refine-step", "0", "--restarts", "3",
-        "--restart-metric", "nll",
+        "--restart-metric", "nll", "--type-split", "proportional",
     )  # fmt: skip
     assert code == 0, err[-3000:]
     assert [name for name, _ in calls] == ["prune-pipelined.sh"] * 2
     for _, args in calls:
         assert args[args.index("--restarts") + 1] == "3"
         assert args[args.index("--restart-metric") + 1] == "nll"
+        assert args[args.index("--type-split") + 1] == "proportional"
     result = json.loads((out / "pick.json").read_text())
     assert result["restarts"] == 3 and result["restart_metric"] == "nll"
+    assert result["type_split"] == "proportional"
     assert result["chosen_k"] == 12 and [p["valid_sacrebleu"] for p in result["probes"]] == [36, 42]
     assert "best of 3 gate runs by valid NLL" in (out / "pick.md").read_text()
     assert (out / "pruned.pt").read_text() == f"the model of {out / 'runs/dsp-k12'}"

@@ -291,6 +291,14 @@ def main(argv=None) -> int:
         default=1,
         help="epochs of gate training per probe (prune-pipelined.sh --gate-epochs; default 1)",
     )
+    parser.add_argument(
+        "--type-split",
+        choices=("free", "proportional"),
+        default=None,
+        help="how each probe's gates share K among the attention types (prune-pipelined.sh "
+        "--type-split; default: its default): free, one global top-K, or proportional, K "
+        "split by each type's heads, worked out again at every probed K",
+    )
     args = parser.parse_args(argv)
     if args.gate_init is None:
         args.gate_init = "importance" if args.gate_objective == "distill" else "none"
@@ -367,6 +375,7 @@ def main(argv=None) -> int:
                 "--importance-args", args.importance_args,
                 "--gen-args", args.gen_args, "--restarts", args.restarts,
                 "--restart-metric", args.restart_metric, "--gate-epochs", args.gate_epochs,
+                *(("--type-split", args.type_split) if args.type_split else ()),
             )  # fmt: skip
             bleu = chosen_valid_bleu(row, args.recovery)
             if bleu is None:
@@ -398,6 +407,7 @@ def main(argv=None) -> int:
         "restarts": args.restarts,
         "restart_metric": args.restart_metric,
         "gate_epochs": args.gate_epochs,
+        "type_split": args.type_split or "recipe default",
         "unpruned_valid_sacrebleu": base,
         "candidates": ks,
         "refine_step": args.refine_step,

@@ -12,6 +12,7 @@
 #                      [--gate-init importance|none] [--importance-scores FILE]
 #                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
 #                      [--restart-jobs J|auto] [--restart-metric bleu|nll] [--gate-epochs N]
+#                      [--type-split free|proportional]
 #                      [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
@@ -53,6 +54,17 @@
 #                   them. With layer distillation (--train-args "--distill-hidden-weight 1")
 #                   two epochs measured better than one at H/4 in every seed (bench/RESULTS.md,
 #                   "Two-epoch gate runs"), for twice the gate training time
+# --type-split      how K is shared among the gated attention types (encoder self, decoder
+#                   self, cross):
+#                     free          one global top-K: the gates decide how many heads of each
+#                                   type are kept (at H/4 and H/8 they may keep no encoder
+#                                   self-attention head)
+#                     proportional  K split in proportion to each type's heads (largest
+#                                   remainders), top-k within each type (--heads-to-keep-per-type
+#                                   proportional; K/3 each on a model with equal encoder and
+#                                   decoder stacks)
+#                   default: free (proportional measured: bench/RESULTS.md "Heads per attention type"). A --heads-to-keep-per-type or
+#                   --heads-per-attention of --train-args (or after --) replaces it
 # --anneal-updates  temperature annealing length (default: the whole run, --gate-epochs
 #                   epochs; the criterion computes it from the data, batch size and world size)
 # --l0-penalty      weight of the gate penalty (hard-concrete), per target token
@@ -122,6 +134,7 @@ set -euo pipefail
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=tuned REC_ARGS=""
 OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1 METRIC=bleu
+TYPE_SPLIT=free
 EXTRA=() CALL_ARGS=("$@")
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -150,6 +163,7 @@ while [[ $# -gt 0 ]]; do
     --restart-jobs) JOBS=$2; shift 2 ;;
     --restart-metric) METRIC=$2; shift 2 ;;
     --gate-epochs) EPOCHS=$2; shift 2 ;;
+    --type-split) TYPE_SPLIT=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -168,6 +182,8 @@ need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ $METRIC == bleu || $METRIC == nll ]] || die "--restart-metric must be bleu or nll, not '$METRIC'"
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
+[[ $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
+  || die "--type-split must be free or proportional, not '$TYPE_SPLIT'"
 case $RECOVERY in
   best|tuned) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
   reconstruct|none) recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS" ;;
@@ -196,6 +212,13 @@ case $SCHEDULE in
 esac
 split_words USER_ARGS "$TRAIN_ARGS"
 ALL_USER=("${USER_ARGS[@]}" "${EXTRA[@]}")
+# the split as a per-type budget, unless the user's fairseq arguments set their own layout
+SPLIT_ARGS=()
+if [[ " ${ALL_USER[*]} " == *" --heads-to-keep-per-type"* || " ${ALL_USER[*]} " == *" --heads-per-attention"* ]]; then
+  TYPE_SPLIT="of --train-args"
+elif [[ $TYPE_SPLIT == proportional ]]; then
+  SPLIT_ARGS=(--heads-to-keep-per-type proportional)
+fi
 TRAIN_ALL=("${PRESET_ARGS[@]}" "${SCHEDULE_ARGS[@]}" "${ALL_USER[@]}")
 mkdir -p "$SAVE"
 
@@ -381,11 +404,11 @@ if [[ ! -f $SAVE/.done ]]; then
   # the first validated update as fairseq will read it (the user's --validate-after-updates wins)
   after=$(last_value --validate-after-updates ${AFTER[@]+"${AFTER[@]}"} "${TRAIN_ALL[@]}")
   [[ ${after:-0} == 0 ]] && after=""
-  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K, $SCHEDULE schedule, validation every ${VALIDATE} updates${after:+ from update $after}, $EPOCHS epoch(s) on $BASE -> $SAVE"
+  say "pipelined pruning: $GATE gates trained on $OBJECTIVE, started from $GATE_INIT, K=$K (split among the attention types: $TYPE_SPLIT), $SCHEDULE schedule, validation every ${VALIDATE} updates${after:+ from update $after}, $EPOCHS epoch(s) on $BASE -> $SAVE"
   [[ -f $SAVE/checkpoint_last.pt ]] && echo "  resuming from $SAVE/checkpoint_last.pt"
   run_train "$SAVE/train.log" "$DATA/bin" --user-dir "$PLUGIN" --task translation_dsp "${PRESET_ARGS[@]}" \
     "${SCHEDULE_ARGS[@]}" "${SHAPE[@]}" --finetune-from-model "$BASE" --train-gates-only \
-    --gate-type "$GATE" --gate-schedule "$SCHEDULE" --heads-to-keep "$K" \
+    --gate-type "$GATE" --gate-schedule "$SCHEDULE" --heads-to-keep "$K" ${SPLIT_ARGS[@]+"${SPLIT_ARGS[@]}"} \
     "${OBJECTIVE_ARGS[@]}" "${INIT_ARGS[@]}" --l0-penalty "$L0" --max-epoch "$EPOCHS" --max-update 0 \
     --save-dir "$SAVE" --no-epoch-checkpoints "${snap[@]}" ${AFTER[@]+"${AFTER[@]}"} --seed "$SEED" \
     --log-format json "${ALL_USER[@]}"

@@ -8,7 +8,8 @@
 #            [--importance-args "ARGS"] [--recovery reconstruct|tuned|none]
 #            [--reconstruct-args "ARGS"] [--gate-objective distill|labels]
 #            [--gate-init importance|none] [--restarts N] [--restart-jobs J|auto]
-#            [--restart-metric bleu|nll] [--gate-epochs N] [--no-plots]
+#            [--restart-metric bleu|nll] [--gate-epochs N] [--type-split free|proportional]
+#            [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
 #              dsp, dsp-st, ste, hard-concrete   pipelined: gates trained one epoch on the
@@ -71,6 +72,8 @@
 # --restart-metric bleu|nll  what the restarts choose by (prune-pipelined.sh; default bleu):
 #               nll keeps the run whose stripped model has the lowest validation NLL
 # --gate-epochs N  epochs of gate training of every pipelined row (prune-pipelined.sh; default 1)
+# --type-split free|proportional  how every pipelined row shares K among the attention types
+#               (prune-pipelined.sh --type-split; default: its default)
 # --gate-args   fairseq-train arguments for pipelined gate training only; they override
 #               the schedule (e.g. "--max-tokens 2048 --gate-lr 0.1")
 # --joint-args  fairseq-train arguments for joint-dsp only (e.g. --max-update 20000)
@@ -90,7 +93,7 @@ set -euo pipefail
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
 PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" FT_LR="" FT_AVERAGE="" VALID=0 RECOVERY=reconstruct REC_ARGS=""
-OBJECTIVE="" GATE_INIT="" RESTARTS=1 RESTART_JOBS=auto RESTART_METRIC=bleu GATE_EPOCHS=1
+OBJECTIVE="" GATE_INIT="" RESTARTS=1 RESTART_JOBS=auto RESTART_METRIC=bleu GATE_EPOCHS=1 TYPE_SPLIT=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -122,6 +125,7 @@ while [[ $# -gt 0 ]]; do
     --restart-jobs) RESTART_JOBS=$2; shift 2 ;;
     --restart-metric) RESTART_METRIC=$2; shift 2 ;;
     --gate-epochs) GATE_EPOCHS=$2; shift 2 ;;
+    --type-split) TYPE_SPLIT=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -146,6 +150,8 @@ R="python $ROOT/scripts/results_table.py"
   || die "--gate-init must be importance or none, not '$GATE_INIT'"
 [[ $RESTARTS =~ ^[1-9][0-9]*$ ]] || die "--restarts takes a positive number of gate runs, not '$RESTARTS'"
 [[ $GATE_EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$GATE_EPOCHS'"
+[[ -z $TYPE_SPLIT || $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
+  || die "--type-split must be free or proportional, not '$TYPE_SPLIT'"
 [[ $RESTART_JOBS == auto || $RESTART_JOBS =~ ^[1-9][0-9]*$ ]] \
   || die "--restart-jobs takes a positive number or auto, not '$RESTART_JOBS'"
 [[ $RESTART_METRIC == bleu || $RESTART_METRIC == nll ]] \
@@ -284,7 +290,7 @@ for m in "${METHOD_LIST[@]}"; do
           ${OBJECTIVE:+--gate-objective "$OBJECTIVE"} ${GATE_INIT:+--gate-init "$GATE_INIT"} \
           --importance-scores "$OUT/gate-init-scores.json" --importance-args "$IMP_ARGS" \
           --restarts "$RESTARTS" --restart-jobs "$RESTART_JOBS" --restart-metric "$RESTART_METRIC" \
-          --gen-args "$GEN_ARGS" --gate-epochs "$GATE_EPOCHS"
+          --gen-args "$GEN_ARGS" --gate-epochs "$GATE_EPOCHS" ${TYPE_SPLIT:+--type-split "$TYPE_SPLIT"}
         ckpt=$row/pruned.pt report=$row/strip.txt ;;
       joint-dsp)
         bash "$RECIPES/train-dsp-joint.sh" --data "$DATA" --heads-to-keep "$k" --save-dir "$row" \
