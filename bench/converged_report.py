@@ -23,7 +23,16 @@ import statistics
 import sys
 
 from finetune_budget import BUDGET_FILE, budget_lines, budget_runs
-from layout_split import FREE, layout_files, layout_lines, layout_of, runs_of
+from layout_split import (
+    FREE,
+    layout_files,
+    layout_lines,
+    layout_of,
+    proportional_layout,
+    proportional_runs,
+    recipe_type_split,
+    runs_of,
+)
 
 LABELS = {
     "dsp": "pipelined DSP, plain gates (labels, frozen model)",
@@ -302,6 +311,19 @@ LABELS[FAST_RESTARTS_FT] = (
 LABELS[FAST_DEFAULT_KD] = (
     LABELS[FAST_DEFAULT_FT] + ", distilled from the unpruned model (`--teacher BASE`, KL "
     f"weight {FAST_DEFAULT_KD_WEIGHT}, temperature 1)"
+)
+# stage 6ah (sessions 35-36): the one command with K split among the attention types by their
+# heads (`--type-split proportional`: 12,12,12 / 6,6,6 / 3,3,3), the layout-eE-dD-cC.txt files of
+# that layout at their K (layout_split.proportional_runs): --recovery best's start, the model
+# kept, its fine-tune
+PROPORTIONAL = "proportional:dsp"
+PROPORTIONAL_BEST = PROPORTIONAL + "+best"
+PROPORTIONAL_FT = PROPORTIONAL + "+ft"
+_SPLIT = " with K split among the attention types by their heads (`--type-split proportional`)"
+LABELS[PROPORTIONAL_BEST] = LABELS[FAST_DEFAULT_BEST] + _SPLIT
+LABELS[PROPORTIONAL] = LABELS[FAST_DEFAULT] + _SPLIT
+LABELS[PROPORTIONAL_FT] = (
+    LABELS[PROPORTIONAL] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}{_DEFAULT_SINCE}"
 )
 
 
@@ -831,6 +853,17 @@ def main() -> int:
         rerun_file, os.path.join(args.dir, FAST_RESTARTS_FILE), FAST_RESTARTS_N
     )
     kd_file = os.path.join(args.dir, FAST_DEFAULT_KD_FILE)
+    layouts = {
+        layout_of(p): runs_of(one_command_lines(p), fine_tune_lines(p))
+        for p in layout_files(args.dir)
+    }
+    split = proportional_runs(layouts)
+    split_seconds = {
+        k: secs
+        for p in layout_files(args.dir)
+        for k, secs in one_command_seconds(p).items()
+        if layout_of(p) == proportional_layout(k)
+    }
     tuned_ft_lines = fine_tune_lines(tuned_default_file)
     dsp_tuned_ft = tuned_finetunes(tuned_ft_lines, "k")
     imp_tuned_ft = tuned_finetunes(tuned_ft_lines, "imp")
@@ -884,6 +917,9 @@ def main() -> int:
         (FAST_DEFAULT_RERUN, tuned_default_runs(rerun_file)[0]),
         (FAST_DEFAULT_FT, {k: [r["best"] for _, r in v] for k, v in dsp_fast_ft.items()}),
         (FAST_RESTARTS, fast_restarts[0]),
+        (PROPORTIONAL_BEST, {k: [r["best"] for r in v] for k, v in split.items()}),
+        (PROPORTIONAL, {k: [r["one"] for r in v] for k, v in split.items()}),
+        (PROPORTIONAL_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in split.items()}),
         (FAST_RESTARTS_FT, fast_restarts[1]),
         (
             FAST_DEFAULT_KD,
@@ -976,8 +1012,9 @@ def main() -> int:
     )
     tuned_pick = load(os.path.join(args.dir, "pick-k-tuned", "pick.json"))
     goals = goal_lines(
-        cells, seeds, float(base["sacrebleu"]), pick, tuned_pick, one_command_seconds(fast_file)
-    )
+        cells, seeds, float(base["sacrebleu"]), pick, tuned_pick, one_command_seconds(fast_file),
+        split_seconds,
+    )  # fmt: skip
     if args.marker == "recovery":  # the recovery table: the issue-17 goals only
         goals = goals[: goals.index("")]
     parts = {f"{args.marker}-table": "\n".join(out), f"{args.marker}-goals": "\n".join(goals)}
@@ -989,19 +1026,19 @@ def main() -> int:
         )
     if args.marker == "recovery" and ft_lrs:  # the study of the fine-tune's learning rate
         parts["finetune-lr"] = "\n".join(learning_rate_lines(tuned_ft_lines, ft_lrs))
-    layouts = {
-        layout_of(p): runs_of(one_command_lines(p), fine_tune_lines(p))
-        for p in layout_files(args.dir)
-    }
     if args.marker == "recovery" and layouts:  # stage 6ah: per-type budgets against the free one
         free: dict = {}
         for path in (fast_file, rerun_file):  # the same names in both files: read one by one
             for k, runs in runs_of(one_command_lines(path), fine_tune_lines(path)).items():
                 free.setdefault(k, []).extend(runs)
-        parts["layout-split"] = "\n".join(layout_lines({FREE: free, **layouts}))
+        parts["layout-split"] = "\n".join(
+            layout_lines({FREE: free, **layouts}, recipe_type_split())
+        )
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
-        parts["recovery-defaults"] = "\n".join(defaults_lines(cells, seeds, base))
+        parts["recovery-defaults"] = "\n".join(
+            defaults_lines(cells, seeds, base, recipe_type_split())
+        )
     for path in args.splice:
         splice(path, parts)
     if not args.splice:
@@ -1131,9 +1168,10 @@ def run_values(cells: dict, seeds: dict, method: str, k: int) -> list:
     return first + seeds.get((method, k), [])
 
 
-def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
+def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE) -> list:
     """The README's table of what the recipes give today: DSP's one command and head
-    importance + reconstruct, each without training and after the recipe's fine-tune."""
+    importance + reconstruct, each without training and after the recipe's fine-tune.
+    TYPE_SPLIT: prune-pipelined.sh's default --type-split, whose runs DSP's columns show."""
 
     def newest(*methods) -> str:  # the newest default with runs at every K, else the oldest
         return next((m for m in methods if all(run_values(cells, seeds, m, k) for k in NAMES)),
@@ -1148,12 +1186,22 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
             " the same command rerun in sessions 31-34 (the 6 gate seeds at H/8, 6 more at H/4),"
             " other gate runs than the first column's"
         )
+    one, best = (
+        newest(FAST_DEFAULT, TUNED_DEFAULT),
+        newest(FAST_DEFAULT_BEST, f"{DEFAULT_GATES}:dsp+best"),
+    )
+    runs_of_dsp = "gate seeds (DSP)"
+    if type_split == "proportional":
+        one, best, ft_method = PROPORTIONAL, PROPORTIONAL_BEST, PROPORTIONAL_FT
+        names = ", ".join(
+            f"[{f}](bench/recovery/{f})"
+            for f in (f"layout-e{n}-d{n}-c{n}.txt" for n in (12, 6, 3))  # 72 heads: K/3 each
+        )
+        ft_files = f"{names}: stage 6ah, the same gate runs as the first two columns'"
+        runs_of_dsp = "gate seeds (DSP; K split among the attention types by their heads)"
     columns = (
-        (newest(FAST_DEFAULT, TUNED_DEFAULT), "DSP, the one command (tuned refit)"),
-        (
-            newest(FAST_DEFAULT_BEST, f"{DEFAULT_GATES}:dsp+best"),
-            "DSP, `--recovery best` (no weight training)",
-        ),
+        (one, "DSP, the one command (tuned refit)"),
+        (best, "DSP, `--recovery best` (no weight training)"),
         (ft_method, "DSP, the one command + fine-tune"),
         (TUNED_IMP, "head importance, its one command (reconstruct + tuned refit)"),
         (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR), "head importance, its one command + fine-tune"),
@@ -1169,7 +1217,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
 
     lines = [
         f"Unpruned (72 heads): **{base['sacrebleu']:.2f}**. Cells: test_2016 sacreBLEU, mean "
-        "(min-max, runs) over gate seeds (DSP), tuning seeds (importance's one command) and "
+        f"(min-max, runs) over {runs_of_dsp}, tuning seeds (importance's one command) and "
         "fine-tune seeds; the fine-tune is the recipe's (270 updates, learning rate "
         f"{DEFAULT_FT_LR}, dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints) of "
         "the one command's model (its runs: the lines of "
@@ -1186,10 +1234,17 @@ def defaults_lines(cells: dict, seeds: dict, base: dict) -> list:
 
 
 def goal_lines(
-    cells: dict, seeds: dict, unpruned: float, pick=None, tuned_pick=None, seconds=None
+    cells: dict,
+    seeds: dict,
+    unpruned: float,
+    pick=None,
+    tuned_pick=None,
+    seconds=None,
+    split_seconds=None,
 ) -> list:
     """The issue's goals, measured from the table: met, not met, or not measured yet.
-    ``seconds``: {K: [wall seconds of the one command]} (fast-default.txt)."""
+    ``seconds``: {K: [wall seconds of the one command]} (fast-default.txt); ``split_seconds``
+    the same of the one command with --type-split proportional (stage 6ah)."""
 
     def test(method, k):
         return cells[(method, k)][0] if (method, k) in cells else None
@@ -1247,10 +1302,10 @@ def goal_lines(
         return (f"K = {k} ({removed} of {total} heads removed, recovery {recovery}) | "
                 f"{'met' if removed * 3 >= total else '**not met**'} |")  # fmt: skip
 
-    def within_minutes(method, limits, budget_s=RETRAINING_FREE_SECONDS) -> str:
-        """within(), and every run at those K under BUDGET_S seconds."""
+    def within_minutes(method, limits, timed=seconds, budget_s=RETRAINING_FREE_SECONDS) -> str:
+        """within(), and every run at those K (TIMED: {K: [seconds]}) under BUDGET_S seconds."""
         bleu, verdict = within(method, limits).removesuffix(" |").rsplit(" | ", 1)
-        runs = [t for k in limits for t in (seconds or {}).get(k, [])]
+        runs = [t for k in limits for t in (timed or {}).get(k, [])]
         if not runs:
             return f"{bleu}; wall time not measured | not measured yet |"
         fast = max(runs) < budget_s
@@ -1283,6 +1338,20 @@ def goal_lines(
         "| the one command since session 29 + the recipe's 270-update fine-tune (learning rate "
         "5e-4): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(FAST_DEFAULT_FT, FINETUNE_LIMITS),
+        "| the one command with K split among the attention types by their heads (sessions "
+        "35-36, `--type-split proportional`), in full as above: DSP within 2.0 BLEU of unpruned "
+        "at H/2, 6.0 at H/4, each run under 10 minutes alone on 2 cores | "
+        + within_minutes(PROPORTIONAL, RETRAINING_FREE_LIMITS, split_seconds),
+        "| `--recovery best` with that split: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at "
+        "H/4 | " + within(PROPORTIONAL_BEST, RETRAINING_FREE_LIMITS),
+        "| the one command with that split, DSP, at least as good as head importance's "
+        "(reconstruct + the same tuned refit) | " + versus(PROPORTIONAL, (TUNED_IMP,)),
+        "| the one command with that split + the recipe's 270-update fine-tune: DSP + "
+        "fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
+        + within(PROPORTIONAL_FT, FINETUNE_LIMITS),
+        "| the one command with that split + fine-tune, DSP, at least as good as head "
+        "importance's one command + the same fine-tune | "
+        + versus(PROPORTIONAL_FT, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)),
         "| the distilled fine-tune the goal names (session 31: the recipe's 270 updates with "
         f"`--teacher BASE`, KL weight {FAST_DEFAULT_KD_WEIGHT}) of the one command since session "
         "29: DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "

@@ -19,9 +19,13 @@ import re
 import statistics
 from typing import Dict, List, Optional, Tuple
 
+from dsp_fairseq.models.head_layout import proportional_split
+
 FILE_PATTERN = "layout-e*-d*-c*.txt"
-FREE = "free"  # the default: the gates choose among all heads
+FREE = "free"  # the gates choose among all heads (--type-split free)
 Score = Tuple[float, float]  # (test, valid)
+# the converged benchmark's model: 3+3 layers of 8 heads, 24 heads of each attention type
+BASE_SIZES = {"enc-self": 24, "dec-self": 24, "cross": 24}
 
 
 def layout_of(path: str) -> str:
@@ -30,6 +34,36 @@ def layout_of(path: str) -> str:
     if not m:
         raise ValueError(f"{path}: not a layout-eE-dD-cC.txt file")
     return ", ".join(m.groups())
+
+
+RECIPE = os.path.join(
+    os.path.dirname(__file__), "..", "examples", "translation", "prune-pipelined.sh"
+)
+
+
+def recipe_type_split(recipe: str = RECIPE) -> str:
+    """prune-pipelined.sh's default --type-split (its ``TYPE_SPLIT=`` line): the report
+    follows the recipe instead of a copy of its default."""
+    with open(recipe, encoding="utf-8") as f:
+        m = re.search(r"^TYPE_SPLIT=([a-z]+)$", f.read(), re.M)
+    if not m:
+        raise ValueError(f"{recipe}: no TYPE_SPLIT= line (the default --type-split)")
+    return m.group(1)
+
+
+def proportional_layout(k: int, sizes: Dict[str, int] = BASE_SIZES) -> str:
+    """The layout name (as layout_of) that --type-split proportional gives at K."""
+    return ", ".join(str(n) for n in proportional_split(k, sizes).values())
+
+
+def proportional_runs(layouts: Dict[str, Dict[int, List[dict]]]) -> Dict[int, List[dict]]:
+    """{K: runs} of the layouts that are --type-split proportional's at their K."""
+    return {
+        k: runs
+        for name, by_k in layouts.items()
+        for k, runs in by_k.items()
+        if name == proportional_layout(k)
+    }
 
 
 def layout_files(directory: str) -> List[str]:
@@ -56,8 +90,9 @@ def cell(scores: List[Optional[Score]]) -> str:
     return f"{statistics.mean(tests):.2f}{spread}; valid {valid:.2f}; {len(got)} run{'s' * (len(got) > 1)}"
 
 
-def layout_lines(layouts: Dict[str, Dict[int, List[dict]]]) -> List[str]:
-    """The table: per K, the free layout first, then each per-type layout measured there."""
+def layout_lines(layouts: Dict[str, Dict[int, List[dict]]], default: str = FREE) -> List[str]:
+    """The table: per K, the free layout first, then each per-type layout measured there;
+    DEFAULT (prune-pipelined.sh's --type-split) names the recipe's default."""
     lines = [
         "| K | heads kept: enc self, dec self, cross | `--recovery best` | the one command "
         "(tuned refit) | + fine-tune |",
@@ -70,7 +105,14 @@ def layout_lines(layouts: Dict[str, Dict[int, List[dict]]]) -> List[str]:
             runs = layouts.get(name, {}).get(k, [])
             if not runs:
                 continue
-            label = "free (the gates choose: the default)" if name == FREE else name
+            if name == FREE:
+                label = "free (the gates choose)"
+            elif name == proportional_layout(k):
+                label = f"{name} (`--type-split proportional`)"
+            else:
+                label = name
+            if name == (FREE if default == FREE else proportional_layout(k)):
+                label += ": the default"
             cells = [cell([r[c] for r in runs]) for c in ("best", "one", "ft")]
             lines.append(f"| {k} | {label} | " + " | ".join(cells) + " |")
     return lines

@@ -7,6 +7,9 @@ import sys
 import pytest
 from conftest import ROOT
 
+sys.path.insert(0, str(ROOT / "bench"))
+import layout_split  # noqa: E402
+
 
 def report_text(folder) -> str:
     """What bench/converged_report.py prints for the tables in FOLDER."""
@@ -1075,11 +1078,42 @@ def test_layout_split_table_sets_per_type_budgets_beside_the_free_layout(tmp_pat
     (tmp_path / "layout-e6-d6-c6.txt").write_text(
         line.format(18, 1, 36.0, 37.5) + line.format(18, 2, 35.0, 36.5) + ft.format(18, 1, 39.5)
     )
+    # not the proportional split at K = 18 (that is 6, 6, 6): a layout row, in no goal
+    (tmp_path / "layout-e6-d9-c3.txt").write_text(line.format(18, 1, 30.0, 31.0))
     text = spliced(tmp_path, "layout-split")
     rows = [r for r in text.splitlines() if r.startswith("| 1") or r.startswith("| 3")]
+    default = {"free": ": the default", "proportional": ""}[layout_split.recipe_type_split()]
     assert rows == [
-        "| 18 | free (the gates choose: the default) | 34.50 (34.00-35.00); valid 30.00; 2 runs "
+        f"| 18 | free (the gates choose){default} | 34.50 (34.00-35.00); valid 30.00; 2 runs "
         "| 36.50 (36.00-37.00); valid 33.00; 2 runs | 38.50 (38.00-39.00); valid 38.00; 2 runs |",
-        "| 18 | 6, 6, 6 | 35.50 (35.00-36.00); valid 30.00; 2 runs | 37.00 (36.50-37.50); "
+        f"| 18 | 6, 6, 6 (`--type-split proportional`){': the default' if not default else ''} | "
+        "35.50 (35.00-36.00); valid 30.00; 2 runs | 37.00 (36.50-37.50); "
         "valid 33.00; 2 runs | 39.50; valid 38.00; 1 run |",
+        "| 18 | 6, 9, 3 | 30.00; valid 30.00; 1 run | 31.00; valid 33.00; 1 run | - |",
     ]
+    # the split's rows in the issue's goals: its one command's mean and wall times, its fine-tune
+    goals = spliced(tmp_path, "recovery-goals")
+    row = next(r for r in goals.splitlines() if r.startswith("| the one command with K split"))
+    assert "H/4: 37.00 (mean of 2), 3.33 below (limit 6.0); the one command 540-540 s over 2" in row
+    row = next(r for r in goals.splitlines() if r.startswith("| the one command with that split +"))
+    assert "H/4: 39.50, 0.83 below (limit 1.0)" in row
+
+
+def test_readme_table_shows_the_recipes_type_split():
+    """The README's table follows prune-pipelined.sh's default --type-split (its TYPE_SPLIT=
+    line, read by layout_split.recipe_type_split): with proportional, DSP's columns are the
+    stage 6ah runs of K/3 heads per type, named in the caption; with free, stage 6ad's."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import converged_report as cr
+
+    assert layout_split.recipe_type_split() in ("free", "proportional")
+    assert [layout_split.proportional_layout(k) for k in (36, 18, 9, 19)] == [
+        "12, 12, 12", "6, 6, 6", "3, 3, 3", "6, 6, 7"]  # fmt: skip
+    cells = {(cr.PROPORTIONAL, 9): (34.0, 35.0), (cr.PROPORTIONAL_FT, 9): (38.0, 39.0),
+             **{(cr.FAST_DEFAULT, k): (33.0, 34.0) for k in (36, 18, 9)}}  # fmt: skip
+    seeds = {(cr.PROPORTIONAL, 9): [35.0]}
+    split = cr.defaults_lines(cells, seeds, {"sacrebleu": 40.33}, "proportional")
+    assert "layout-e3-d3-c3.txt" in split[0] and "split among the attention types" in split[0]
+    assert "| 9 of 72 (H/8) | 34.50 (34.00-35.00, 2 runs) | - | 38.00 (1 run) | - | - |" in split
+    free = cr.defaults_lines(cells, seeds, {"sacrebleu": 40.33}, "free")
+    assert "| 9 of 72 (H/8) | 33.00 (1 run) | - | - | - | - |" in free
