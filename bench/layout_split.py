@@ -42,12 +42,12 @@ RECIPE = os.path.join(
 
 
 def recipe_type_split(recipe: str = RECIPE) -> str:
-    """prune-pipelined.sh's default --type-split (its ``TYPE_SPLIT=`` line): the report
-    follows the recipe instead of a copy of its default."""
+    """prune-pipelined.sh's default --type-split for dsp gates (its ``DSP_TYPE_SPLIT=``
+    line): the report follows the recipe instead of a copy of its default."""
     with open(recipe, encoding="utf-8") as f:
-        m = re.search(r"^TYPE_SPLIT=([a-z]+)$", f.read(), re.M)
+        m = re.search(r"^DSP_TYPE_SPLIT=([a-z]+)\b", f.read(), re.M)
     if not m:
-        raise ValueError(f"{recipe}: no TYPE_SPLIT= line (the default --type-split)")
+        raise ValueError(f"{recipe}: no DSP_TYPE_SPLIT= line (the dsp gates' --type-split)")
     return m.group(1)
 
 

@@ -1100,7 +1100,7 @@ def test_layout_split_table_sets_per_type_budgets_beside_the_free_layout(tmp_pat
 
 
 def test_readme_table_shows_the_recipes_type_split():
-    """The README's table follows prune-pipelined.sh's default --type-split (its TYPE_SPLIT=
+    """The README's table follows prune-pipelined.sh's default --type-split (its DSP_TYPE_SPLIT=
     line, read by layout_split.recipe_type_split): with proportional, DSP's columns are the
     stage 6ah runs of K/3 heads per type, named in the caption; with free, stage 6ad's."""
     sys.path.insert(0, str(ROOT / "bench"))

@@ -63,7 +63,8 @@
 #                                   remainders), top-k within each type (--heads-to-keep-per-type
 #                                   proportional; K/3 each on a model with equal encoder and
 #                                   decoder stacks)
-#                   default: free (proportional measured: bench/RESULTS.md "Heads per attention type"). A --heads-to-keep-per-type or
+#                   default: free (proportional measured for dsp gates: bench/RESULTS.md
+#                   "Heads per attention type"). A --heads-to-keep-per-type or
 #                   --heads-per-attention of --train-args (or after --) replaces it
 # --anneal-updates  temperature annealing length (default: the whole run, --gate-epochs
 #                   epochs; the criterion computes it from the data, batch size and world size)
@@ -134,7 +135,8 @@ set -euo pipefail
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=tuned REC_ARGS=""
 OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1 METRIC=bleu
-TYPE_SPLIT=free
+TYPE_SPLIT=""
+DSP_TYPE_SPLIT=free  # the dsp gates' default --type-split (bench/layout_split.py reads it)
 EXTRA=() CALL_ARGS=("$@")
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -182,6 +184,7 @@ need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ $METRIC == bleu || $METRIC == nll ]] || die "--restart-metric must be bleu or nll, not '$METRIC'"
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
+[[ -n $TYPE_SPLIT ]] || { [[ $GATE == dsp ]] && TYPE_SPLIT=$DSP_TYPE_SPLIT || TYPE_SPLIT=free; }
 [[ $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
   || die "--type-split must be free or proportional, not '$TYPE_SPLIT'"
 case $RECOVERY in
