@@ -115,6 +115,7 @@ def main() -> int:
              "--preset", args.preset, "--seed", str(args.seed), "--recovery", "none",
              "--validate-interval", "0", "--anneal-updates", str(epoch),
              "--importance-args", "--granularity token",  # the gate init it measured
+             "--type-split", "free",  # and the choice among all heads
              "--train-args", f"--max-update {updates}"],
             check=True,
         )  # fmt: skip

@@ -147,9 +147,13 @@ fi
 # The gate runs of sessions 11-28 (every stage before 6ad) kept as they ran: head importance per
 # token for the gate init, validation every 54 updates (a tenth of the 535-update epoch) from the
 # start; since session 29 the recipes score per sentence and validate in the second half only
-OLD_GATES=(--validate-interval 54 --importance-args "--granularity token")
-OLD_PICK_K=(--gate-args "--validate-after-updates 0" --importance-args "--granularity token")
-SWEEP_DEFAULTS=(--data "$DATA" --base "$BASE" --preset cpu-small --valid --validate-interval 54
+# Every gate run before stage 6ah (sessions 1-35) chose its K heads among all heads
+# (--type-split free; stage 6ah's give their per-type budgets themselves)
+FREE_SPLIT=(--type-split free)
+OLD_GATES=(--validate-interval 54 --importance-args "--granularity token" "${FREE_SPLIT[@]}")
+OLD_PICK_K=(--gate-args "--validate-after-updates 0" --importance-args "--granularity token"
+            "${FREE_SPLIT[@]}")
+SWEEP_DEFAULTS=(--data "$DATA" --base "$BASE" --preset cpu-small --valid --validate-interval 54 "${FREE_SPLIT[@]}"
                 --importance-args "--max-batches 20 --granularity token" --finetune-updates 270
                 --finetune-dropout 0.2 --finetune-lr 3e-4 --finetune-average-last 1)
 SWEEP=("${SWEEP_DEFAULTS[@]}" --gate-objective labels)
@@ -642,7 +646,7 @@ one_command() {  # one_command NAME K SEED [PRUNE-PIPELINED ARGS...]: the README
   [[ $seed == 1 ]] || dir=k$k-s$seed
   local save=$WORK/$name/$dir out=$OUT/$name.txt
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
-    --save-dir "$save" --preset cpu-small --recovery tuned --seed "$seed" "$@"
+    --save-dir "$save" --preset cpu-small --recovery tuned --seed "$seed" "${FREE_SPLIT[@]}" "$@"
   took=$(( SECONDS - start ))
   line="k$k-s$seed: recovery best -> $(field "$save/recovery.json" chosen)"
   for m in untuned tuned; do

@@ -91,7 +91,7 @@ padded=$CONVERGED/sweep/runs/dsp-k$K/pruned.pt
 if [[ ! -f $padded ]]; then
   timed "dsp global K=$K" bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" \
     --heads-to-keep "$K" --save-dir "$WORK/dsp-k$K" --preset cpu-small "${PIPE_RECOVERY[@]}" "${IMP[@]}" \
-    --train-args "--validate-after-updates 0"
+    --type-split free --train-args "--validate-after-updates 0"  # the global K the table measured
   padded=$WORK/dsp-k$K/pruned.pt
 fi
 [[ $STAGE == train ]] && exit 0
