@@ -1171,7 +1171,8 @@ def run_values(cells: dict, seeds: dict, method: str, k: int) -> list:
 def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE) -> list:
     """The README's table of what the recipes give today: DSP's one command and head
     importance + reconstruct, each without training and after the recipe's fine-tune.
-    TYPE_SPLIT: prune-pipelined.sh's default --type-split, whose runs DSP's columns show."""
+    TYPE_SPLIT: prune-pipelined.sh's default --type-split, whose runs DSP's columns show
+    (with proportional, once they cover every K)."""
 
     def newest(*methods) -> str:  # the newest default with runs at every K, else the oldest
         return next((m for m in methods if all(run_values(cells, seeds, m, k) for k in NAMES)),
@@ -1191,7 +1192,8 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
         newest(FAST_DEFAULT_BEST, f"{DEFAULT_GATES}:dsp+best"),
     )
     runs_of_dsp = "gate seeds (DSP)"
-    if type_split == "proportional":
+    # the split's runs once they cover every K (until then the free layout's, as newest())
+    if type_split == "proportional" and newest(PROPORTIONAL, "") == PROPORTIONAL:
         one, best, ft_method = PROPORTIONAL, PROPORTIONAL_BEST, PROPORTIONAL_FT
         names = ", ".join(
             f"[{f}](bench/recovery/{f})"

@@ -1112,8 +1112,11 @@ def test_readme_table_shows_the_recipes_type_split():
     cells = {(cr.PROPORTIONAL, 9): (34.0, 35.0), (cr.PROPORTIONAL_FT, 9): (38.0, 39.0),
              **{(cr.FAST_DEFAULT, k): (33.0, 34.0) for k in (36, 18, 9)}}  # fmt: skip
     seeds = {(cr.PROPORTIONAL, 9): [35.0]}
+    # the split's runs at H/8 only: the free layout's table until they cover every K
+    free = cr.defaults_lines(cells, seeds, {"sacrebleu": 40.33}, "free")
+    assert "| 9 of 72 (H/8) | 33.00 (1 run) | - | - | - | - |" in free
+    assert cr.defaults_lines(cells, seeds, {"sacrebleu": 40.33}, "proportional") == free
+    cells.update({(cr.PROPORTIONAL, k): (36.0, 37.0) for k in (36, 18)})
     split = cr.defaults_lines(cells, seeds, {"sacrebleu": 40.33}, "proportional")
     assert "layout-e3-d3-c3.txt" in split[0] and "split among the attention types" in split[0]
     assert "| 9 of 72 (H/8) | 34.50 (34.00-35.00, 2 runs) | - | 38.00 (1 run) | - | - |" in split
-    free = cr.defaults_lines(cells, seeds, {"sacrebleu": 40.33}, "free")
-    assert "| 9 of 72 (H/8) | 33.00 (1 run) | - | - | - | - |" in free
