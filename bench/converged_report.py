@@ -25,6 +25,7 @@ import sys
 from finetune_budget import BUDGET_FILE, budget_lines, budget_runs
 from layout_split import (
     FREE,
+    PROPORTIONAL_UP_TO,
     layout_files,
     layout_lines,
     layout_of,
@@ -325,6 +326,33 @@ LABELS[PROPORTIONAL] = LABELS[FAST_DEFAULT] + _SPLIT
 LABELS[PROPORTIONAL_FT] = (
     LABELS[PROPORTIONAL] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}{_DEFAULT_SINCE}"
 )
+# the recipes' default since session 36, --type-split auto: the split where K <= H/4, the free
+# choice above; its cells are those runs (with_auto_split), for the README's table and the goals
+AUTO = "auto-split:dsp"
+AUTO_BEST = AUTO + "+best"
+AUTO_FT = AUTO + "+ft"
+TOTAL_HEADS = 72
+AUTO_FROM = ((AUTO, PROPORTIONAL, FAST_DEFAULT), (AUTO_BEST, PROPORTIONAL_BEST, FAST_DEFAULT_BEST),
+             (AUTO_FT, PROPORTIONAL_FT, FAST_DEFAULT_FT))  # fmt: skip
+
+
+def split_at(k: int) -> bool:
+    """--type-split auto splits K among the types here (the model's proportional-at-small-k)."""
+    return k * PROPORTIONAL_UP_TO <= TOTAL_HEADS
+
+
+def with_auto_split(cells: dict, seeds: dict) -> tuple:
+    """Copies of CELLS and SEEDS with the AUTO methods: per K, the split's runs or the free
+    layout's (stage 6ad's), as --type-split auto chooses."""
+    cells, seeds = dict(cells), {m: list(v) for m, v in seeds.items()}
+    for auto, split, free in AUTO_FROM:
+        for k in (36, 18, 9):
+            source = split if split_at(k) else free
+            if (source, k) in cells:
+                cells[(auto, k)] = cells[(source, k)]
+                if (source, k) in seeds:
+                    seeds[(auto, k)] = list(seeds[(source, k)])
+    return cells, seeds
 
 
 def ft_lr_method(method: str, lr: str) -> str:
@@ -1011,9 +1039,12 @@ def main() -> int:
         (p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in PICK_RUNS) if p), None
     )
     tuned_pick = load(os.path.join(args.dir, "pick-k-tuned", "pick.json"))
+    fast_seconds = one_command_seconds(fast_file)
+    auto_seconds = {k: (split_seconds if split_at(k) else fast_seconds).get(k, []) for k in NAMES}
+    auto_cells, auto_seeds = with_auto_split(cells, seeds)
     goals = goal_lines(
-        cells, seeds, float(base["sacrebleu"]), pick, tuned_pick, one_command_seconds(fast_file),
-        split_seconds,
+        auto_cells, auto_seeds, float(base["sacrebleu"]), pick, tuned_pick, fast_seconds,
+        split_seconds, auto_seconds,
     )  # fmt: skip
     if args.marker == "recovery":  # the recovery table: the issue-17 goals only
         goals = goals[: goals.index("")]
@@ -1037,7 +1068,7 @@ def main() -> int:
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(
-            defaults_lines(cells, seeds, base, recipe_type_split())
+            defaults_lines(auto_cells, auto_seeds, base, recipe_type_split())
         )
     for path in args.splice:
         splice(path, parts)
@@ -1201,6 +1232,21 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
         )
         ft_files = f"{names}: stage 6ah, the same gate runs as the first two columns'"
         runs_of_dsp = "gate seeds (DSP; K split among the attention types by their heads)"
+    elif type_split == "auto" and newest(AUTO, "") == AUTO:  # cells of with_auto_split
+        one, best, ft_method = AUTO, AUTO_BEST, AUTO_FT
+        split_ks = [k for k in (36, 18, 9) if split_at(k)]
+        names = ", ".join(
+            f"[layout-e{k // 3}-d{k // 3}-c{k // 3}.txt](bench/recovery/layout-e{k // 3}-d{k // 3}-c{k // 3}.txt)"
+            for k in split_ks
+        )
+        ft_files = (
+            f"{names} at {' and '.join(NAMES[k] for k in split_ks)} (stage 6ah: K split among "
+            "the attention types by their heads, `--type-split auto`; the same gate runs in "
+            "every DSP column) and of "
+            f"[bench/recovery/{FAST_DEFAULT_FILE}](bench/recovery/{FAST_DEFAULT_FILE}) at H/2 "
+            "(session 29: one top-K over all heads)"
+        )
+        runs_of_dsp = "gate seeds (DSP)"
     columns = (
         (one, "DSP, the one command (tuned refit)"),
         (best, "DSP, `--recovery best` (no weight training)"),
@@ -1243,6 +1289,7 @@ def goal_lines(
     tuned_pick=None,
     seconds=None,
     split_seconds=None,
+    auto_seconds=None,
 ) -> list:
     """The issue's goals, measured from the table: met, not met, or not measured yet.
     ``seconds``: {K: [wall seconds of the one command]} (fast-default.txt); ``split_seconds``
@@ -1354,6 +1401,28 @@ def goal_lines(
         "| the one command with that split + fine-tune, DSP, at least as good as head "
         "importance's one command + the same fine-tune | "
         + versus(PROPORTIONAL_FT, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)),
+        "| the recipes' default since session 36 (`--type-split auto`: K split among the "
+        "attention types by their heads where K <= H/4, one top-K over all heads above), the "
+        "one command in full: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4, each run "
+        "under 10 minutes alone on 2 cores | "
+        + within_minutes(AUTO, RETRAINING_FREE_LIMITS, auto_seconds),
+        "| `--recovery best` with that default: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at "
+        "H/4 | " + within(AUTO_BEST, RETRAINING_FREE_LIMITS),
+        "| the one command with that default + the recipe's 270-update fine-tune: DSP + "
+        "fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | " + within(AUTO_FT, FINETUNE_LIMITS),
+        "| the one command with that default, DSP, at least as good as head importance's "
+        "(reconstruct + the same tuned refit), without and with the fine-tune | "
+        + versus(AUTO, (TUNED_IMP,)).removesuffix(" |").rsplit(" | ", 1)[0]
+        + "; fine-tuned: "
+        + versus(AUTO_FT, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)).split(" | ")[0]
+        + " | "
+        + (
+            "met"
+            if versus(AUTO, (TUNED_IMP,)).endswith("| met |")
+            and versus(AUTO_FT, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)).endswith("| met |")
+            else "**not met**"
+        )
+        + " |",
         "| the distilled fine-tune the goal names (session 31: the recipe's 270 updates with "
         f"`--teacher BASE`, KL weight {FAST_DEFAULT_KD_WEIGHT}) of the one command since session "
         "29: DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "

@@ -19,7 +19,9 @@ import re
 import statistics
 from typing import Dict, List, Optional, Tuple
 
-from dsp_fairseq.models.head_layout import proportional_split
+from dsp_fairseq.models.head_layout import PROPORTIONAL_UP_TO, proportional_split
+
+__all__ = ["PROPORTIONAL_UP_TO"]  # converged_report's too: the K where --type-split auto splits
 
 FILE_PATTERN = "layout-e*-d*-c*.txt"
 FREE = "free"  # the gates choose among all heads (--type-split free)
@@ -111,7 +113,10 @@ def layout_lines(layouts: Dict[str, Dict[int, List[dict]]], default: str = FREE)
                 label = f"{name} (`--type-split proportional`)"
             else:
                 label = name
-            if name == (FREE if default == FREE else proportional_layout(k)):
+            split_here = default == "proportional" or (
+                default == "auto" and k * PROPORTIONAL_UP_TO <= sum(BASE_SIZES.values())
+            )
+            if name == (proportional_layout(k) if split_here else FREE):
                 label += ": the default"
             cells = [cell([r[c] for r in runs]) for c in ("best", "one", "ft")]
             lines.append(f"| {k} | {label} | " + " | ".join(cells) + " |")

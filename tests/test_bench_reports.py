@@ -1082,7 +1082,9 @@ def test_layout_split_table_sets_per_type_budgets_beside_the_free_layout(tmp_pat
     (tmp_path / "layout-e6-d9-c3.txt").write_text(line.format(18, 1, 30.0, 31.0))
     text = spliced(tmp_path, "layout-split")
     rows = [r for r in text.splitlines() if r.startswith("| 1") or r.startswith("| 3")]
-    default = {"free": ": the default", "proportional": ""}[layout_split.recipe_type_split()]
+    default = {"free": ": the default", "proportional": "", "auto": ""}[
+        layout_split.recipe_type_split()
+    ]
     assert rows == [
         f"| 18 | free (the gates choose){default} | 34.50 (34.00-35.00); valid 30.00; 2 runs "
         "| 36.50 (36.00-37.00); valid 33.00; 2 runs | 38.50 (38.00-39.00); valid 38.00; 2 runs |",
@@ -1102,11 +1104,12 @@ def test_layout_split_table_sets_per_type_budgets_beside_the_free_layout(tmp_pat
 def test_readme_table_shows_the_recipes_type_split():
     """The README's table follows prune-pipelined.sh's default --type-split (its DSP_TYPE_SPLIT=
     line, read by layout_split.recipe_type_split): with proportional, DSP's columns are the
-    stage 6ah runs of K/3 heads per type, named in the caption; with free, stage 6ad's."""
+    stage 6ah runs of K/3 heads per type, named in the caption; with free, stage 6ad's; with
+    auto, the first where K <= H/4 and the second above."""
     sys.path.insert(0, str(ROOT / "bench"))
     import converged_report as cr
 
-    assert layout_split.recipe_type_split() in ("free", "proportional")
+    assert layout_split.recipe_type_split() in ("auto", "free", "proportional")
     assert [layout_split.proportional_layout(k) for k in (36, 18, 9, 19)] == [
         "12, 12, 12", "6, 6, 6", "3, 3, 3", "6, 6, 7"]  # fmt: skip
     cells = {(cr.PROPORTIONAL, 9): (34.0, 35.0), (cr.PROPORTIONAL_FT, 9): (38.0, 39.0),
@@ -1120,3 +1123,12 @@ def test_readme_table_shows_the_recipes_type_split():
     split = cr.defaults_lines(cells, seeds, {"sacrebleu": 40.33}, "proportional")
     assert "layout-e3-d3-c3.txt" in split[0] and "split among the attention types" in split[0]
     assert "| 9 of 72 (H/8) | 34.50 (34.00-35.00, 2 runs) | - | 38.00 (1 run) | - | - |" in split
+    # auto (the dsp gates' default since session 36): the split's runs where K <= H/4, the free
+    # layout's at H/2
+    auto_cells, auto_seeds = cr.with_auto_split(cells, seeds)
+    auto = cr.defaults_lines(auto_cells, auto_seeds, {"sacrebleu": 40.33}, "auto")
+    assert "| 36 of 72 (H/2) | 33.00 (1 run) | - | - | - | - |" in auto
+    assert "| 18 of 72 (H/4) | 36.00 (1 run) | - | - | - | - |" in auto
+    assert "| 9 of 72 (H/8) | 34.50 (34.00-35.00, 2 runs) | - | 38.00 (1 run) | - | - |" in auto
+    assert "layout-e3-d3-c3.txt" in auto[0] and "fast-default.txt) at H/2" in auto[0]
+    assert [cr.split_at(k) for k in (36, 19, 18, 9)] == [False, False, True, True]

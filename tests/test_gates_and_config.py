@@ -6,7 +6,7 @@ import pytest
 
 from dsp_fairseq.criterions.dsp_label_smoothed_cross_entropy import annealed_temperature
 from dsp_fairseq.gates import GATE_REGISTRY, build_budget
-from dsp_fairseq.models.gate_config import build_gate
+from dsp_fairseq.models.gate_config import budget_request, build_gate
 from dsp_fairseq.models.head_layout import attention_slots, proportional_split
 from dsp_fairseq.models.transformer_dsp import transformer_dsp_iwslt_de_en
 
@@ -72,6 +72,25 @@ def test_proportional_budget_shares_k_among_the_types(k, gated, expected):
     assert [int(mask[i * 24 : (i + 1) * 24].sum()) for i in range(len(expected))] == expected
 
 
+@pytest.mark.parametrize(
+    "k, expected",
+    [(9, [3, 3, 3]), (18, [6, 6, 6]), (19, None), (36, None)],
+)  # fmt: skip
+def test_proportional_at_small_k_splits_up_to_a_quarter_of_the_heads(k, expected):
+    """proportional-at-small-k (prune-pipelined.sh --type-split auto): the proportional split
+    where K <= H/4 (18 of 72), one global top-K above it."""
+    args = iwslt_args(heads_to_keep=k, heads_to_keep_per_type="proportional-at-small-k")
+    gate, _ = build_gate(args, attention_slots(args))
+    assert budget_request(args, {"enc-self": 24, "dec-self": 24, "cross": 24}) == (
+        {"per_segment": expected} if expected else {"heads_to_keep": k}
+    )
+    gate.eval()
+    assert int(gate.test_mask().sum()) == k
+    if expected:
+        mask = gate.test_mask()
+        assert [int(mask[i * 24 : (i + 1) * 24].sum()) for i in range(3)] == expected
+
+
 def test_proportional_split_follows_the_types_sizes():
     sizes = {"enc-self": 48, "dec-self": 24, "cross": 24}
     assert proportional_split(10, sizes) == {"enc-self": 5, "dec-self": 2, "cross": 3}
@@ -82,8 +101,9 @@ def test_proportional_split_follows_the_types_sizes():
     "budget, message",
     [({}, "give --heads-to-keep K as well"), ({"heads_to_keep": 73}, r"choose K in \[1, 72\]")],
 )
-def test_proportional_budget_refusals(budget, message):
-    args = iwslt_args(heads_to_keep_per_type="proportional", **budget)
+@pytest.mark.parametrize("spec", ["proportional", "proportional-at-small-k"])
+def test_proportional_budget_refusals(budget, message, spec):
+    args = iwslt_args(heads_to_keep_per_type=spec, **budget)
     with pytest.raises(ValueError, match=message):
         build_gate(args, attention_slots(args))
 

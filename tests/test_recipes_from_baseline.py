@@ -403,10 +403,10 @@ def kept_per_type(strip_report: str) -> dict:
 def test_type_split_shares_k_among_the_attention_types_unless_the_user_sets_a_layout(
     baseline, tmp_path
 ):
-    """prune-pipelined.sh --type-split proportional: the gate run's K is split among the
-    attention types by their heads (--heads-to-keep-per-type proportional; 12 heads each
-    here, so K = 8 gives 2 / 3 / 3, the remainders' ties to cross, then dec-self), and the
-    stripped model keeps exactly that many of each. A layout of the user's own in --train-args
+    """prune-pipelined.sh's default for dsp gates, --type-split auto: at K <= H/4 the gate
+    run's K is split among the attention types by their heads (--heads-to-keep-per-type
+    proportional-at-small-k; 12 heads each here, so K = 8 gives 2 / 3 / 3, the remainders' ties
+    to cross, then dec-self), and the stripped model keeps exactly that many of each. A layout of the user's own in --train-args
     (--heads-per-attention) replaces the split, which would otherwise contradict it; another
     value is refused before anything runs."""
     from dsp_fairseq.models.head_layout import proportional_split
@@ -416,27 +416,30 @@ def test_type_split_shares_k_among_the_attention_types_unless_the_user_sets_a_la
             "bash", RECIPES / "prune-pipelined.sh", "--data", baseline / "data",
             "--base", baseline / "baseline/checkpoint_best.pt", "--heads-to-keep", k,
             "--save-dir", out, "--preset", "cpu-small", "--recovery", "none",
-            "--gate-init", "none", "--validate-interval", "0", "--type-split", split,
+            "--gate-init", "none", "--validate-interval", "0", *split,
             "--train-args", f"{TRAIN} {GATE_ARGS} --max-update 2 {' '.join(train)}", check=check,
         )  # fmt: skip
 
-    proc = prune(tmp_path / "prop", 8, "proportional")
-    assert "split among the attention types: proportional" in proc.stdout
+    proc = prune(tmp_path / "prop", 8, ())
+    assert "split among the attention types: auto, proportional at K <= H/4" in proc.stdout
     kept = kept_per_type((tmp_path / "prop/strip.txt").read_text())
     assert {kind: sum(v) for kind, v in kept.items()} == {"enc-self": 2, "dec-self": 3, "cross": 3}
     assert proportional_split(8, {"enc-self": 12, "dec-self": 12, "cross": 12}) == {
         "enc-self": 2, "dec-self": 3, "cross": 3}  # fmt: skip
-    assert "heads_to_keep_per_type='proportional'" in (tmp_path / "prop/train.log").read_text()
+    log = (tmp_path / "prop/train.log").read_text()
+    assert "heads_to_keep_per_type='proportional-at-small-k'" in log
 
-    proc = prune(tmp_path / "own", 9, "proportional", "--heads-per-attention", "1,1")
+    proc = prune(
+        tmp_path / "own", 9, ("--type-split", "proportional"), "--heads-per-attention", "1,1"
+    )
     assert "split among the attention types: of --train-args" in proc.stdout
     kept = kept_per_type((tmp_path / "own/strip.txt").read_text())
     assert kept == {"enc-self": [1, 1, 1], "dec-self": [1, 1, 1], "cross": [1, 1, 1]}
 
-    proc = prune(tmp_path / "bad", 8, "even", check=False)
+    proc = prune(tmp_path / "bad", 8, ("--type-split", "even"), check=False)
     assert (
         proc.returncode == 1
-        and "--type-split must be free or proportional, not 'even'" in proc.stderr
+        and "--type-split must be auto, free or proportional, not 'even'" in proc.stderr
     )
     assert not (tmp_path / "bad").exists()
 
@@ -478,7 +481,7 @@ def test_sweep_restarts_reach_every_pipelined_row(baseline, tmp_path):
                         (("--restart-jobs", "x"), "--restart-jobs takes a positive number or auto"),
                         (("--restart-metric", "loss"), "--restart-metric must be bleu or nll"),
                         (("--gate-epochs", "0"), "--gate-epochs takes a positive number of epochs"),
-                        (("--type-split", "even"), "--type-split must be free or proportional")]:  # fmt: skip
+                        (("--type-split", "even"), "--type-split must be auto, free or proportional")]:  # fmt: skip
         proc = sweep(tmp_path / "sw2", *bad, check=False)
         assert proc.returncode == 1 and needle in proc.stderr and not (tmp_path / "sw2").exists()
 

@@ -293,11 +293,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--type-split",
-        choices=("free", "proportional"),
+        choices=("auto", "free", "proportional"),
         default=None,
         help="how each probe's gates share K among the attention types (prune-pipelined.sh "
-        "--type-split; default: its default): free, one global top-K, or proportional, K "
-        "split by each type's heads, worked out again at every probed K",
+        "--type-split; default: its default, auto): free, one global top-K, proportional, K "
+        "split by each type's heads, worked out again at every probed K, or auto, "
+        "proportional where K <= H/4 and free above",
     )
     args = parser.parse_args(argv)
     if args.gate_init is None:

@@ -12,6 +12,8 @@ from ..gates import GATE_REGISTRY, HeadGate, build_budget
 from ..gates.schedules import GateSchedule, default_schedule_name, get_schedule
 from .head_layout import (
     PROPORTIONAL,
+    PROPORTIONAL_AT_SMALL_K,
+    PROPORTIONAL_UP_TO,
     AttentionSlot,
     heads_per_slot,
     parse_attention_types,
@@ -64,14 +66,17 @@ def budget_request(args, sizes: Dict[str, int], budget_optional: bool = False) -
     """
     total = sum(sizes.values())
     layout = ", ".join(f"{k}: {v}" for k, v in sizes.items())
-    if args.heads_to_keep_per_type and args.heads_to_keep_per_type.strip() == PROPORTIONAL:
+    spec = (args.heads_to_keep_per_type or "").strip()
+    if spec in (PROPORTIONAL, PROPORTIONAL_AT_SMALL_K):
         if args.heads_to_keep is None:
             raise ValueError(
-                "--heads-to-keep-per-type proportional shares --heads-to-keep K among the "
+                f"--heads-to-keep-per-type {spec} shares --heads-to-keep K among the "
                 "attention types; give --heads-to-keep K as well"
             )
         check_global_k(args.heads_to_keep, total, layout)
-        return {"per_segment": list(proportional_split(args.heads_to_keep, sizes).values())}
+        if spec == PROPORTIONAL or args.heads_to_keep * PROPORTIONAL_UP_TO <= total:
+            return {"per_segment": list(proportional_split(args.heads_to_keep, sizes).values())}
+        return {"heads_to_keep": args.heads_to_keep}
     if args.heads_to_keep_per_type:
         per = parse_per_type(args.heads_to_keep_per_type, list(sizes))
         # recipes always pass --heads-to-keep K; the per-type budgets may refine it if they sum to K

@@ -46,6 +46,11 @@ def parse_per_type(spec: str, allowed: Sequence[str]) -> Dict[str, int]:
 
 
 PROPORTIONAL = "proportional"
+# proportional where K <= H / PROPORTIONAL_UP_TO, one global K above: on the converged 72-head
+# model the free choice fine-tuned best at H/2, level at H/4, worst at H/8 (bench/RESULTS.md,
+# "Heads per attention type")
+PROPORTIONAL_AT_SMALL_K = "proportional-at-small-k"
+PROPORTIONAL_UP_TO = 4
 
 
 def proportional_split(k: int, sizes: Dict[str, int]) -> Dict[str, int]:

@@ -61,7 +61,9 @@ class TransformerDSPModel(TransformerModel):
         parser.add_argument("--heads-to-keep-per-type", type=str, metavar="SPEC",
                             help="budget per attention type instead of one K, "
                                  "e.g. enc-self=6,dec-self=4,cross=8, or 'proportional': "
-                                 "--heads-to-keep K shared in proportion to each type's heads")
+                                 "--heads-to-keep K shared in proportion to each type's heads, "
+                                 "or 'proportional-at-small-k': so where K <= H/4, one global "
+                                 "K above")
         parser.add_argument("--heads-per-attention", type=str, metavar="ENC,DEC",
                             help="uniform layout: keep exactly ENC heads in every encoder "
                                  "self-attention and DEC in every decoder self- and "

@@ -12,7 +12,7 @@
 #                      [--gate-init importance|none] [--importance-scores FILE]
 #                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
 #                      [--restart-jobs J|auto] [--restart-metric bleu|nll] [--gate-epochs N]
-#                      [--type-split free|proportional]
+#                      [--type-split auto|free|proportional]
 #                      [-- FAIRSEQ-TRAIN-ARGS...]
 #
 # --base            the trained baseline (a stock fairseq transformer or an unpruned
@@ -63,9 +63,14 @@
 #                                   remainders), top-k within each type (--heads-to-keep-per-type
 #                                   proportional; K/3 each on a model with equal encoder and
 #                                   decoder stacks)
-#                   default: free (proportional measured for dsp gates: bench/RESULTS.md
-#                   "Heads per attention type"). A --heads-to-keep-per-type or
-#                   --heads-per-attention of --train-args (or after --) replaces it
+#                     auto          proportional where K <= H/4 of the gated heads, free above
+#                                   (--heads-to-keep-per-type proportional-at-small-k)
+#                   default: auto for dsp gates (on the converged 72-head model, 3 gate seeds
+#                   each, proportional fine-tuned level at H/4 and better at H/8, beyond the
+#                   spread; free better at H/2: bench/RESULTS.md "Heads per attention type"),
+#                   free for the other gate types (not measured with it). A
+#                   --heads-to-keep-per-type or --heads-per-attention of --train-args (or
+#                   after --) replaces it
 # --anneal-updates  temperature annealing length (default: the whole run, --gate-epochs
 #                   epochs; the criterion computes it from the data, batch size and world size)
 # --l0-penalty      weight of the gate penalty (hard-concrete), per target token
@@ -136,7 +141,7 @@ DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNA
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=tuned REC_ARGS=""
 OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1 METRIC=bleu
 TYPE_SPLIT=""
-DSP_TYPE_SPLIT=free  # the dsp gates' default --type-split (bench/layout_split.py reads it)
+DSP_TYPE_SPLIT=auto  # the dsp gates' default --type-split (bench/layout_split.py reads it)
 EXTRA=() CALL_ARGS=("$@")
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -185,8 +190,8 @@ need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
 [[ -n $TYPE_SPLIT ]] || { [[ $GATE == dsp ]] && TYPE_SPLIT=$DSP_TYPE_SPLIT || TYPE_SPLIT=free; }
-[[ $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
-  || die "--type-split must be free or proportional, not '$TYPE_SPLIT'"
+[[ $TYPE_SPLIT == auto || $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
+  || die "--type-split must be auto, free or proportional, not '$TYPE_SPLIT'"
 case $RECOVERY in
   best|tuned) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
   reconstruct|none) recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS" ;;
@@ -221,6 +226,9 @@ if [[ " ${ALL_USER[*]} " == *" --heads-to-keep-per-type"* || " ${ALL_USER[*]} " 
   TYPE_SPLIT="of --train-args"
 elif [[ $TYPE_SPLIT == proportional ]]; then
   SPLIT_ARGS=(--heads-to-keep-per-type proportional)
+elif [[ $TYPE_SPLIT == auto ]]; then
+  SPLIT_ARGS=(--heads-to-keep-per-type proportional-at-small-k)
+  TYPE_SPLIT="auto, proportional at K <= H/4"
 fi
 TRAIN_ALL=("${PRESET_ARGS[@]}" "${SCHEDULE_ARGS[@]}" "${ALL_USER[@]}")
 mkdir -p "$SAVE"

@@ -8,7 +8,7 @@
 #            [--importance-args "ARGS"] [--recovery reconstruct|tuned|none]
 #            [--reconstruct-args "ARGS"] [--gate-objective distill|labels]
 #            [--gate-init importance|none] [--restarts N] [--restart-jobs J|auto]
-#            [--restart-metric bleu|nll] [--gate-epochs N] [--type-split free|proportional]
+#            [--restart-metric bleu|nll] [--gate-epochs N] [--type-split auto|free|proportional]
 #            [--no-plots]
 #
 # --methods  comma-separated (default dsp,ste,hard-concrete,importance,random):
@@ -72,7 +72,7 @@
 # --restart-metric bleu|nll  what the restarts choose by (prune-pipelined.sh; default bleu):
 #               nll keeps the run whose stripped model has the lowest validation NLL
 # --gate-epochs N  epochs of gate training of every pipelined row (prune-pipelined.sh; default 1)
-# --type-split free|proportional  how every pipelined row shares K among the attention types
+# --type-split auto|free|proportional  how every pipelined row shares K among the attention types
 #               (prune-pipelined.sh --type-split; default: its default)
 # --gate-args   fairseq-train arguments for pipelined gate training only; they override
 #               the schedule (e.g. "--max-tokens 2048 --gate-lr 0.1")
@@ -150,8 +150,8 @@ R="python $ROOT/scripts/results_table.py"
   || die "--gate-init must be importance or none, not '$GATE_INIT'"
 [[ $RESTARTS =~ ^[1-9][0-9]*$ ]] || die "--restarts takes a positive number of gate runs, not '$RESTARTS'"
 [[ $GATE_EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$GATE_EPOCHS'"
-[[ -z $TYPE_SPLIT || $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
-  || die "--type-split must be free or proportional, not '$TYPE_SPLIT'"
+[[ -z $TYPE_SPLIT || $TYPE_SPLIT == auto || $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
+  || die "--type-split must be auto, free or proportional, not '$TYPE_SPLIT'"
 [[ $RESTART_JOBS == auto || $RESTART_JOBS =~ ^[1-9][0-9]*$ ]] \
   || die "--restart-jobs takes a positive number or auto, not '$RESTART_JOBS'"
 [[ $RESTART_METRIC == bleu || $RESTART_METRIC == nll ]] \
