@@ -1363,6 +1363,25 @@ def goal_lines(
         return (f"{bleu}; the one command {min(runs)}-{max(runs)} s over {len(runs)} runs "
                 f"(limit {budget_s} s) | {verdict} |")  # fmt: skip
 
+    def variant_rows(what: str, methods: tuple, timed: dict) -> list:
+        """The goal rows of a variant WHAT of the one command: its METHODS (the one command,
+        --recovery best, + fine-tune) within the limits (the first also in time: TIMED) and
+        against head importance's one command."""
+        one, best, ft = methods
+        return [
+            f"| {what}, in full: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4, each run "
+            "under 10 minutes alone on 2 cores | "
+            + within_minutes(one, RETRAINING_FREE_LIMITS, timed),
+            f"| {what}, `--recovery best`: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
+            + within(best, RETRAINING_FREE_LIMITS),
+            f"| {what}: DSP at least as good as head importance's one command (reconstruct + the "
+            "same tuned refit) | " + versus(one, (TUNED_IMP,)),
+            f"| {what} + the recipe's 270-update fine-tune: DSP + fine-tune within 0.3 at H/2, "
+            "1.0 at H/4, 2.5 at H/8 | " + within(ft, FINETUNE_LIMITS),
+            f"| {what} + fine-tune: DSP at least as good as head importance's one command + the "
+            "same fine-tune | " + versus(ft, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)),
+        ]
+
     default = f"{DEFAULT_GATES}:dsp"  # the cells of prune-pipelined.sh's default gates
     return [
         "| goal (issue 17: with recovery) | measured | met |",
@@ -1387,42 +1406,18 @@ def goal_lines(
         "| the one command since session 29 + the recipe's 270-update fine-tune (learning rate "
         "5e-4): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within(FAST_DEFAULT_FT, FINETUNE_LIMITS),
-        "| the one command with K split among the attention types by their heads (sessions "
-        "35-36, `--type-split proportional`), in full as above: DSP within 2.0 BLEU of unpruned "
-        "at H/2, 6.0 at H/4, each run under 10 minutes alone on 2 cores | "
-        + within_minutes(PROPORTIONAL, RETRAINING_FREE_LIMITS, split_seconds),
-        "| `--recovery best` with that split: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at "
-        "H/4 | " + within(PROPORTIONAL_BEST, RETRAINING_FREE_LIMITS),
-        "| the one command with that split, DSP, at least as good as head importance's "
-        "(reconstruct + the same tuned refit) | " + versus(PROPORTIONAL, (TUNED_IMP,)),
-        "| the one command with that split + the recipe's 270-update fine-tune: DSP + "
-        "fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
-        + within(PROPORTIONAL_FT, FINETUNE_LIMITS),
-        "| the one command with that split + fine-tune, DSP, at least as good as head "
-        "importance's one command + the same fine-tune | "
-        + versus(PROPORTIONAL_FT, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)),
-        "| the recipes' default since session 36 (`--type-split auto`: K split among the "
-        "attention types by their heads where K <= H/4, one top-K over all heads above), the "
-        "one command in full: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4, each run "
-        "under 10 minutes alone on 2 cores | "
-        + within_minutes(AUTO, RETRAINING_FREE_LIMITS, auto_seconds),
-        "| `--recovery best` with that default: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at "
-        "H/4 | " + within(AUTO_BEST, RETRAINING_FREE_LIMITS),
-        "| the one command with that default + the recipe's 270-update fine-tune: DSP + "
-        "fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | " + within(AUTO_FT, FINETUNE_LIMITS),
-        "| the one command with that default, DSP, at least as good as head importance's "
-        "(reconstruct + the same tuned refit), without and with the fine-tune | "
-        + versus(AUTO, (TUNED_IMP,)).removesuffix(" |").rsplit(" | ", 1)[0]
-        + "; fine-tuned: "
-        + versus(AUTO_FT, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)).split(" | ")[0]
-        + " | "
-        + (
-            "met"
-            if versus(AUTO, (TUNED_IMP,)).endswith("| met |")
-            and versus(AUTO_FT, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)).endswith("| met |")
-            else "**not met**"
-        )
-        + " |",
+        *variant_rows(
+            "the one command with K split among the attention types by their heads (sessions "
+            "35-36, `--type-split proportional`)",
+            (PROPORTIONAL, PROPORTIONAL_BEST, PROPORTIONAL_FT),
+            split_seconds,
+        ),
+        *variant_rows(
+            "the recipes' default since session 36 (`--type-split auto`: K split among the "
+            "attention types by their heads where K <= H/4, one top-K over all heads above)",
+            (AUTO, AUTO_BEST, AUTO_FT),
+            auto_seconds,
+        ),
         "| the distilled fine-tune the goal names (session 31: the recipe's 270 updates with "
         f"`--teacher BASE`, KL weight {FAST_DEFAULT_KD_WEIGHT}) of the one command since session "
         "29: DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
