@@ -332,6 +332,15 @@ def reproduce(src, work):
     )
 
 
+def test_reproduce_refuses_an_unknown_type_split_before_any_work(tmp_path):
+    """reproduce.sh --type-split passes on to sweep.sh (and prune-pipelined.sh); a value they
+    would refuse after the baseline's training is refused first, with nothing written."""
+    bad = run("bash", RECIPES / "reproduce.sh", "--corpus", "multi30k", "--work",
+              tmp_path / "w", "--type-split", "even", check=False)  # fmt: skip
+    assert bad.returncode == 1 and "--type-split must be auto, free or proportional" in bad.stderr
+    assert not (tmp_path / "w").exists()
+
+
 @pytest.fixture(scope="module")
 def sweep(multi30k_slice, tmp_path_factory):
     work = tmp_path_factory.mktemp("work")

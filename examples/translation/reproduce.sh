@@ -7,7 +7,7 @@
 #                [--model-args "ARGS"] [--train-args "ARGS"] [--gate-args "ARGS"]
 #                [--joint-args "ARGS"] [--gen-args "ARGS"] [--importance-args "ARGS"]
 #                [--snapshot-interval N] [--validate-interval N] [--seed S]
-#                [--recovery reconstruct|none]
+#                [--recovery reconstruct|none] [--type-split auto|free|proportional]
 #
 # multi30k: Multi30k De->En with the cpu-small preset (36 heads); the corpus comes from
 #           --src-dir or $MULTI30K_DIR (default ../shared/data/multi30k beside the repo),
@@ -27,12 +27,14 @@
 # --importance-args  dsp-importance arguments (importance method)
 # --recovery     reconstruct (default: a METHOD+rec row after every selection method, see
 #                sweep.sh) or none (the stripped rows only)
+# --type-split   how pipelined rows share K among the attention types (sweep.sh; default:
+#                prune-pipelined.sh's)
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 CORPUS="" WORK="" SRC_DIR=${MULTI30K_DIR:-} ARCHIVE="" METHODS=dsp,ste,hard-concrete,importance,random
 KS="" VOCAB="" BASE_UPDATES="" MODEL_ARGS="" TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS=""
-IMP_ARGS="" SNAP=0 VALIDATE=auto SEED=1 RECOVERY=reconstruct
+IMP_ARGS="" SNAP=0 VALIDATE=auto SEED=1 RECOVERY=reconstruct TYPE_SPLIT=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --corpus) CORPUS=$2; shift 2 ;;
@@ -53,11 +55,14 @@ while [[ $# -gt 0 ]]; do
     --validate-interval) VALIDATE=$2; shift 2 ;;
     --seed) SEED=$2; shift 2 ;;
     --recovery) RECOVERY=$2; shift 2 ;;
+    --type-split) TYPE_SPLIT=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
 need_value --corpus "$CORPUS"
+[[ -z $TYPE_SPLIT || $TYPE_SPLIT == auto || $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
+  || die "--type-split must be auto, free or proportional, not '$TYPE_SPLIT'"
 WORK=${WORK:-$ROOT/work/$CORPUS}
 mkdir -p "$WORK"
 
@@ -84,5 +89,6 @@ bash "$RECIPES/sweep.sh" --data "$WORK/data" --base "$WORK/baseline/checkpoint_b
   --out "$WORK/sweep" --methods "$METHODS" --ks "$KS" --preset "$PRESET" --seed "$SEED" \
   --snapshot-interval "$SNAP" --validate-interval "$VALIDATE" --train-args "$TRAIN_ARGS" \
   --gate-args "$GATE_ARGS" --joint-args "$MODEL_ARGS $JOINT_ARGS" \
-  --gen-args "$GEN_ARGS" --importance-args "$IMP_ARGS" --recovery "$RECOVERY"
+  --gen-args "$GEN_ARGS" --importance-args "$IMP_ARGS" --recovery "$RECOVERY" \
+  ${TYPE_SPLIT:+--type-split "$TYPE_SPLIT"}
 echo "done: $WORK/sweep/results.csv and $WORK/sweep/plots/"
