@@ -25,14 +25,15 @@ import sys
 from finetune_budget import BUDGET_FILE, budget_lines, budget_runs
 from layout_split import (
     FREE,
-    PROPORTIONAL_UP_TO,
     layout_files,
     layout_lines,
     layout_of,
+    proportional_file,
     proportional_layout,
     proportional_runs,
     recipe_type_split,
     runs_of,
+    split_at,
 )
 
 LABELS = {
@@ -331,14 +332,8 @@ LABELS[PROPORTIONAL_FT] = (
 AUTO = "auto-split:dsp"
 AUTO_BEST = AUTO + "+best"
 AUTO_FT = AUTO + "+ft"
-TOTAL_HEADS = 72
 AUTO_FROM = ((AUTO, PROPORTIONAL, FAST_DEFAULT), (AUTO_BEST, PROPORTIONAL_BEST, FAST_DEFAULT_BEST),
              (AUTO_FT, PROPORTIONAL_FT, FAST_DEFAULT_FT))  # fmt: skip
-
-
-def split_at(k: int) -> bool:
-    """--type-split auto splits K among the types here (the model's proportional-at-small-k)."""
-    return k * PROPORTIONAL_UP_TO <= TOTAL_HEADS
 
 
 def with_auto_split(cells: dict, seeds: dict) -> tuple:
@@ -1226,19 +1221,13 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
     # the split's runs once they cover every K (until then the free layout's, as newest())
     if type_split == "proportional" and newest(PROPORTIONAL, "") == PROPORTIONAL:
         one, best, ft_method = PROPORTIONAL, PROPORTIONAL_BEST, PROPORTIONAL_FT
-        names = ", ".join(
-            f"[{f}](bench/recovery/{f})"
-            for f in (f"layout-e{n}-d{n}-c{n}.txt" for n in (12, 6, 3))  # 72 heads: K/3 each
-        )
+        names = ", ".join(f"[{f}](bench/recovery/{f})" for f in map(proportional_file, (36, 18, 9)))
         ft_files = f"{names}: stage 6ah, the same gate runs as the first two columns'"
         runs_of_dsp = "gate seeds (DSP; K split among the attention types by their heads)"
     elif type_split == "auto" and newest(AUTO, "") == AUTO:  # cells of with_auto_split
         one, best, ft_method = AUTO, AUTO_BEST, AUTO_FT
         split_ks = [k for k in (36, 18, 9) if split_at(k)]
-        names = ", ".join(
-            f"[layout-e{k // 3}-d{k // 3}-c{k // 3}.txt](bench/recovery/layout-e{k // 3}-d{k // 3}-c{k // 3}.txt)"
-            for k in split_ks
-        )
+        names = ", ".join(f"[{f}](bench/recovery/{f})" for f in map(proportional_file, split_ks))
         ft_files = (
             f"{names} at {' and '.join(NAMES[k] for k in split_ks)} (stage 6ah: K split among "
             "the attention types by their heads, `--type-split auto`; the same gate runs in "
@@ -1246,7 +1235,6 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
             f"[bench/recovery/{FAST_DEFAULT_FILE}](bench/recovery/{FAST_DEFAULT_FILE}) at H/2 "
             "(session 29: one top-K over all heads)"
         )
-        runs_of_dsp = "gate seeds (DSP)"
     columns = (
         (one, "DSP, the one command (tuned refit)"),
         (best, "DSP, `--recovery best` (no weight training)"),

@@ -19,9 +19,7 @@ import re
 import statistics
 from typing import Dict, List, Optional, Tuple
 
-from dsp_fairseq.models.head_layout import PROPORTIONAL_UP_TO, proportional_split
-
-__all__ = ["PROPORTIONAL_UP_TO"]  # converged_report's too: the K where --type-split auto splits
+from dsp_fairseq.models.head_layout import proportional_split, small_k
 
 FILE_PATTERN = "layout-e*-d*-c*.txt"
 FREE = "free"  # the gates choose among all heads (--type-split free)
@@ -56,6 +54,17 @@ def recipe_type_split(recipe: str = RECIPE) -> str:
 def proportional_layout(k: int, sizes: Dict[str, int] = BASE_SIZES) -> str:
     """The layout name (as layout_of) that --type-split proportional gives at K."""
     return ", ".join(str(n) for n in proportional_split(k, sizes).values())
+
+
+def proportional_file(k: int) -> str:
+    """The stage 6ah file of that layout (layout-eE-dD-cC.txt)."""
+    e, d, c = proportional_split(k, BASE_SIZES).values()
+    return f"layout-e{e}-d{d}-c{c}.txt"
+
+
+def split_at(k: int) -> bool:
+    """--type-split auto splits K among the types here (on the benchmark's model)."""
+    return small_k(k, sum(BASE_SIZES.values()))
 
 
 def proportional_runs(layouts: Dict[str, Dict[int, List[dict]]]) -> Dict[int, List[dict]]:
@@ -113,9 +122,7 @@ def layout_lines(layouts: Dict[str, Dict[int, List[dict]]], default: str = FREE)
                 label = f"{name} (`--type-split proportional`)"
             else:
                 label = name
-            split_here = default == "proportional" or (
-                default == "auto" and k * PROPORTIONAL_UP_TO <= sum(BASE_SIZES.values())
-            )
+            split_here = default == "proportional" or (default == "auto" and split_at(k))
             if name == (proportional_layout(k) if split_here else FREE):
                 label += ": the default"
             cells = [cell([r[c] for r in runs]) for c in ("best", "one", "ft")]

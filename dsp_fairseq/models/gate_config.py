@@ -13,12 +13,12 @@ from ..gates.schedules import GateSchedule, default_schedule_name, get_schedule
 from .head_layout import (
     PROPORTIONAL,
     PROPORTIONAL_AT_SMALL_K,
-    PROPORTIONAL_UP_TO,
     AttentionSlot,
     heads_per_slot,
     parse_attention_types,
     parse_per_type,
     proportional_split,
+    small_k,
 )
 
 
@@ -74,7 +74,7 @@ def budget_request(args, sizes: Dict[str, int], budget_optional: bool = False) -
                 "attention types; give --heads-to-keep K as well"
             )
         check_global_k(args.heads_to_keep, total, layout)
-        if spec == PROPORTIONAL or args.heads_to_keep * PROPORTIONAL_UP_TO <= total:
+        if spec == PROPORTIONAL or small_k(args.heads_to_keep, total):
             return {"per_segment": list(proportional_split(args.heads_to_keep, sizes).values())}
         return {"heads_to_keep": args.heads_to_keep}
     if args.heads_to_keep_per_type:

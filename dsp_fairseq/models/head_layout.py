@@ -53,6 +53,11 @@ PROPORTIONAL_AT_SMALL_K = "proportional-at-small-k"
 PROPORTIONAL_UP_TO = 4
 
 
+def small_k(k: int, total: int) -> bool:
+    """Where proportional-at-small-k (the recipes' --type-split auto) splits K: K <= H/4."""
+    return k * PROPORTIONAL_UP_TO <= total
+
+
 def proportional_split(k: int, sizes: Dict[str, int]) -> Dict[str, int]:
     """K heads shared among the attention types in proportion to their gated heads.
 
