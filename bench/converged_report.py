@@ -24,7 +24,9 @@ import sys
 
 from finetune_budget import BUDGET_FILE, budget_lines, budget_runs
 from layout_split import (
+    DISTILLED_FILE,
     FREE,
+    distilled_lines,
     layout_files,
     layout_lines,
     layout_of,
@@ -34,6 +36,7 @@ from layout_split import (
     recipe_type_split,
     runs_of,
     split_at,
+    variant_runs,
 )
 
 LABELS = {
@@ -334,6 +337,19 @@ AUTO_BEST = AUTO + "+best"
 AUTO_FT = AUTO + "+ft"
 AUTO_FROM = ((AUTO, PROPORTIONAL, FAST_DEFAULT), (AUTO_BEST, PROPORTIONAL_BEST, FAST_DEFAULT_BEST),
              (AUTO_FT, PROPORTIONAL_FT, FAST_DEFAULT_FT))  # fmt: skip
+
+# stage 6ai (session 37): the default's models at K <= H/4 (the split) fine-tuned with the
+# teacher, KL weight 0.5 (`--teacher BASE`), and with the hidden-state term as well
+# (layout_split.DISTILLED_VARIANTS; split-kd.txt)
+AUTO_KD = AUTO + "+kd0.5"
+AUTO_KD_HIDDEN = AUTO + "+kd0.5-h1"
+LABELS[AUTO_KD] = (
+    LABELS[PROPORTIONAL] + ", the recipe's fine-tune distilled from the unpruned model "
+    "(`--teacher BASE`, KL weight 0.5, temperature 1)"
+)
+LABELS[AUTO_KD_HIDDEN] = (
+    LABELS[AUTO_KD] + ' and its hidden states (`--train-args "--distill-hidden-weight 1"`)'
+)
 
 
 def with_auto_split(cells: dict, seeds: dict) -> tuple:
@@ -881,6 +897,11 @@ def main() -> int:
         for p in layout_files(args.dir)
     }
     split = proportional_runs(layouts)
+    # the distilled fine-tunes of the split's models beside their labels fine-tunes
+    distilled = fine_tune_lines(os.path.join(args.dir, DISTILLED_FILE))
+    if distilled:
+        for k in NAMES:
+            distilled.update(fine_tune_lines(os.path.join(args.dir, proportional_file(k))))
     split_seconds = {
         k: secs
         for p in layout_files(args.dir)
@@ -944,6 +965,13 @@ def main() -> int:
         (PROPORTIONAL, {k: [r["one"] for r in v] for k, v in split.items()}),
         (PROPORTIONAL_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in split.items()}),
         (FAST_RESTARTS_FT, fast_restarts[1]),
+        *(
+            (method, {k: [r for _, r in sorted(v.items())] for k, v in runs.items()})
+            for method, runs in (
+                (AUTO_KD, variant_runs(distilled, "kd0.5")),
+                (AUTO_KD_HIDDEN, variant_runs(distilled, "kd0.5-h1")),
+            )
+        ),
         (
             FAST_DEFAULT_KD,
             tagged_by_k(seeded_finetunes(fine_tune_lines(kd_file), "kd" + FAST_DEFAULT_KD_WEIGHT)),
@@ -1060,6 +1088,8 @@ def main() -> int:
         parts["layout-split"] = "\n".join(
             layout_lines({FREE: free, **layouts}, recipe_type_split())
         )
+    if args.marker == "recovery" and distilled:  # stage 6ai: the split's distilled fine-tunes
+        parts["split-distilled"] = "\n".join(distilled_lines(distilled))
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(
@@ -1406,6 +1436,12 @@ def goal_lines(
             (AUTO, AUTO_BEST, AUTO_FT),
             auto_seconds,
         ),
+        "| the recipes' default since session 36 + the recipe's 270-update fine-tune distilled "
+        "from the unpruned model (session 37, `--teacher BASE`, KL weight 0.5): DSP + fine-tune "
+        "within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | " + within(AUTO_KD, FINETUNE_LIMITS),
+        "| the same with the hidden-state term as well (session 37, `--teacher BASE --train-args "
+        '"--distill-hidden-weight 1"`): DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at '
+        "H/8 | " + within(AUTO_KD_HIDDEN, FINETUNE_LIMITS),
         "| the distilled fine-tune the goal names (session 31: the recipe's 270 updates with "
         f"`--teacher BASE`, KL weight {FAST_DEFAULT_KD_WEIGHT}) of the one command since session "
         "29: DSP + fine-tune within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "

@@ -128,3 +128,58 @@ def layout_lines(layouts: Dict[str, Dict[int, List[dict]]], default: str = FREE)
             cells = [cell([r[c] for r in runs]) for c in ("best", "one", "ft")]
             lines.append(f"| {k} | {label} | " + " | ".join(cells) + " |")
     return lines
+
+
+# Stage 6ai (session 37): the default's H/4 models (the proportional split) fine-tuned with the
+# teacher (finetune-pruned.sh --teacher BASE), lines "PREFIX-kK-sS" in split-kd.txt beside the
+# labels fine-tune ("ft-kK-sS" in the layout's own file): (prefix, column header)
+DISTILLED_FILE = "split-kd.txt"
+DISTILLED_VARIANTS = (
+    ("ft", "labels (the recipe's)"),
+    ("kd0.5", "distilled: KL weight 0.5 (`--teacher BASE`)"),
+    (
+        "kd0.5-h1",
+        'distilled + hidden states (`--teacher BASE --train-args "--distill-hidden-weight 1"`)',
+    ),
+)
+
+
+def variant_runs(finetunes: dict, prefix: str) -> Dict[int, Dict[int, Score]]:
+    """{K: {gate seed: (test, valid)}} of the recipe's model in the "PREFIX-kK-sS" lines of
+    FINETUNES (converged_report.fine_tune_lines)."""
+    found: Dict[int, Dict[int, Score]] = {}
+    for name, run in finetunes.items():
+        m = re.fullmatch(re.escape(prefix) + r"-k([0-9]+)-s([0-9]+)", name)
+        if m and "best" in run:
+            found.setdefault(int(m.group(1)), {})[int(m.group(2))] = run["best"]
+    return found
+
+
+def distilled_lines(finetunes: dict) -> List[str]:
+    """Per K and gate seed, the fine-tunes of one model side by side (DISTILLED_VARIANTS'
+    columns, test (valid)), then their means over the seeds that have every column."""
+    runs = {prefix: variant_runs(finetunes, prefix) for prefix, _ in DISTILLED_VARIANTS}
+    lines = [
+        "| K | gate seed | " + " | ".join(label for _, label in DISTILLED_VARIANTS) + " |",
+        "|---|---|" + "---|" * len(DISTILLED_VARIANTS),
+    ]
+    for k in sorted({k for prefix, by_k in runs.items() if prefix != "ft" for k in by_k}):
+        seeds = sorted({s for by_k in runs.values() for s in by_k.get(k, {})})
+        for seed in seeds:
+            got = [runs[p].get(k, {}).get(seed) for p, _ in DISTILLED_VARIANTS]
+            lines.append(
+                f"| {k} | {seed} | "
+                + " | ".join("-" if g is None else f"{g[0]:.2f} ({g[1]:.2f})" for g in got)
+                + " |"
+            )
+        paired = [s for s in seeds if all(s in runs[p].get(k, {}) for p, _ in DISTILLED_VARIANTS)]
+        if len(paired) > 1:
+            means = []
+            for p, _ in DISTILLED_VARIANTS:
+                scores = [runs[p][k][s] for s in paired]
+                means.append(
+                    f"{statistics.mean(t for t, _ in scores):.2f} "
+                    f"({statistics.mean(v for _, v in scores):.2f})"
+                )
+            lines.append(f"| {k} | mean of {len(paired)} | " + " | ".join(means) + " |")
+    return lines

@@ -931,6 +931,23 @@ for spec in "18 6 9 3 1" "18 6 6 6 1" "18 6 6 6 2" "18 6 6 6 3" "9 3 3 3 1" "9 3
   layout_one_command "$k" "$e" "$d" "$c" "$seed"
   timed "layout-e$e-d$d-c$c-ft-k$k-s$seed" ft_fast_default "$k" "$seed" "layout-e$e-d$d-c$c"
 done
+# 6ai. session 37: the distilled fine-tune (the goal's) of the default's H/4 models, the split's
+# (6,6,6 above; --type-split auto splits at K <= H/4), each paired with their labels fine-tune:
+# KL weight 0.5 (finetune-pruned.sh --teacher BASE), and the same with the hidden-state term
+# of the gate run and the tuning (--distill-hidden-weight 1); lines "kd0.5-kK-sS" and
+# "kd0.5-h1-kK-sS" in split-kd.txt (layout_split.DISTILLED_FILE)
+ft_split_kd() {  # ft_split_kd NAME K GATESEED WEIGHT [HIDDEN]: of NAME's model (a layout above)
+  local name=$1 dir=k$2 tag=kd$4 extra=""
+  [[ $3 == 1 ]] || dir=k$2-s$3
+  [[ -z ${5:-} ]] || { tag=kd$4-h$5; extra=" --distill-hidden-weight $5"; }
+  finetune_line "$tag-k$2-s$3" "$WORK/$name/$tag-$dir" "$OUT/split-kd.txt" \
+    --pruned "$WORK/$name/$dir/pruned.pt" --seed 1 --lr 5e-4 --teacher "$BASE" \
+    --train-args "--distill-weight $4$extra"
+}
+for seed in 1 2 3; do
+  timed "split-kd0.5-k18-s$seed" ft_split_kd layout-e6-d6-c6 18 "$seed" 0.5
+  timed "split-kd0.5-h1-k18-s$seed" ft_split_kd layout-e6-d6-c6 18 "$seed" 0.5 1
+done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

@@ -1103,6 +1103,40 @@ def test_layout_split_table_sets_per_type_budgets_beside_the_free_layout(tmp_pat
     assert "H/4: 39.50, 0.83 below (limit 1.0)" in split[3] and "fine-tune within 0.3" in split[3]
 
 
+def test_distilled_finetunes_of_the_split_sit_beside_its_labels_finetune(tmp_path):
+    """Stage 6ai: split-kd.txt's distilled fine-tunes ("kd0.5-kK-sS", "kd0.5-h1-kK-sS") of the
+    split's models, per gate seed beside the labels fine-tune of the same model (the layout's
+    own file, "ft-kK-sS"), means over the seeds with every column; their goal rows count the
+    means of the recipe's models."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    ft = "{}-k18-s{}: best test {} valid {}; last test 30.0 valid 30.0; valid loss 2.0\n"
+    (tmp_path / "layout-e6-d6-c6.txt").write_text(
+        ft.format("ft", 1, 39.0, 40.0) + ft.format("ft", 2, 39.2, 40.2)
+    )
+    (tmp_path / "split-kd.txt").write_text(
+        "# a comment line\n"
+        + ft.format("kd0.5", 1, 39.1, 39.9)
+        + ft.format("kd0.5-h1", 1, 39.5, 40.1)
+        + ft.format("kd0.5", 2, 39.3, 40.3)
+    )
+    rows = [r for r in spliced(tmp_path, "split-distilled").splitlines() if r.startswith("| 18")]
+    assert rows == [
+        "| 18 | 1 | 39.00 (40.00) | 39.10 (39.90) | 39.50 (40.10) |",
+        "| 18 | 2 | 39.20 (40.20) | 39.30 (40.30) | - |",
+    ]  # one seed has every column: no mean row yet
+    (tmp_path / "split-kd.txt").write_text(
+        (tmp_path / "split-kd.txt").read_text() + ft.format("kd0.5-h1", 2, 39.7, 40.5)
+    )
+    rows = [r for r in spliced(tmp_path, "split-distilled").splitlines() if r.startswith("| 18")]
+    assert rows[-1] == "| 18 | mean of 2 | 39.10 (40.10) | 39.20 (40.10) | 39.60 (40.30) |"
+    goals = [r for r in spliced(tmp_path, "recovery-goals").splitlines() if "session 37" in r]
+    assert len(goals) == 2
+    assert "H/2: not run; H/4: 39.20 (mean of 2), 1.13 below (limit 1.0)" in goals[0]
+    assert goals[0].endswith("| **not met** |")
+    assert "H/4: 39.60 (mean of 2), 0.73 below (limit 1.0); H/8: not run" in goals[1]
+    assert goals[1].endswith("| not measured yet |")
+
+
 def test_readme_table_shows_the_recipes_type_split():
     """The README's table follows prune-pipelined.sh's default --type-split (its DSP_TYPE_SPLIT=
     line, read by layout_split.recipe_type_split): with proportional, DSP's columns are the
