@@ -693,12 +693,9 @@ def tagged_by_k(runs: dict) -> dict:
 def seeded_finetunes(runs: dict, prefix: str = "ft") -> dict:
     """{(K, S): (test, valid)} of the recipe's model in the "PREFIX-kK-sS" lines of RUNS
     (fine_tune_lines)."""
-    found = {}
-    for name, run in runs.items():
-        m = re.fullmatch(re.escape(prefix) + r"-k([0-9]+)-s([0-9]+)", name)
-        if m and "best" in run:
-            found[(int(m.group(1)), int(m.group(2)))] = run["best"]
-    return found
+    return {
+        (k, s): r for k, by_seed in variant_runs(runs, prefix).items() for s, r in by_seed.items()
+    }
 
 
 def restarts_rows(default_path: str, restarts_path: str, n: int) -> tuple:
@@ -965,13 +962,8 @@ def main() -> int:
         (PROPORTIONAL, {k: [r["one"] for r in v] for k, v in split.items()}),
         (PROPORTIONAL_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in split.items()}),
         (FAST_RESTARTS_FT, fast_restarts[1]),
-        *(
-            (method, {k: [r for _, r in sorted(v.items())] for k, v in runs.items()})
-            for method, runs in (
-                (AUTO_KD, variant_runs(distilled, "kd0.5")),
-                (AUTO_KD_HIDDEN, variant_runs(distilled, "kd0.5-h1")),
-            )
-        ),
+        (AUTO_KD, tagged_by_k(seeded_finetunes(distilled, "kd0.5"))),
+        (AUTO_KD_HIDDEN, tagged_by_k(seeded_finetunes(distilled, "kd0.5-h1"))),
         (
             FAST_DEFAULT_KD,
             tagged_by_k(seeded_finetunes(fine_tune_lines(kd_file), "kd" + FAST_DEFAULT_KD_WEIGHT)),
