@@ -190,8 +190,7 @@ need_file "$BASE" "--base: the trained baseline checkpoint"
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ $SEED =~ ^[0-9]+$ ]] || die "--seed takes a number, not '$SEED'"
 [[ -n $TYPE_SPLIT ]] || { [[ $GATE == dsp ]] && TYPE_SPLIT=$DSP_TYPE_SPLIT || TYPE_SPLIT=free; }
-[[ $TYPE_SPLIT == auto || $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
-  || die "--type-split must be auto, free or proportional, not '$TYPE_SPLIT'"
+need_type_split "$TYPE_SPLIT"
 case $RECOVERY in
   best|tuned) recovery_args RECOVER reconstruct "$DATA" "$REC_ARGS" ;;
   reconstruct|none) recovery_args RECOVER "$RECOVERY" "$DATA" "$REC_ARGS" ;;

@@ -30,6 +30,12 @@ need_tool() {
 need_file() { [[ -f $1 ]] || die "$1: no such file${2:+ ($2)}"; }
 need_dir() { [[ -d $1 ]] || die "$1: no such folder${2:+ ($2)}"; }
 need_value() { [[ -n $2 ]] || die "$1 is required (see --help)"; }
+# need_type_split VALUE: unset, or one of prune-pipelined.sh's --type-split values (sweep.sh and
+# reproduce.sh pass it on: refused before any work)
+need_type_split() {
+  [[ -z $1 || $1 == auto || $1 == free || $1 == proportional ]] \
+    || die "--type-split must be auto, free or proportional, not '$1'"
+}
 
 # A prepared corpus folder (output of prepare-*.sh): bin/, spm/spm.model, raw/.
 need_data() {

@@ -61,8 +61,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 need_value --corpus "$CORPUS"
-[[ -z $TYPE_SPLIT || $TYPE_SPLIT == auto || $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
-  || die "--type-split must be auto, free or proportional, not '$TYPE_SPLIT'"
+need_type_split "$TYPE_SPLIT"
 WORK=${WORK:-$ROOT/work/$CORPUS}
 mkdir -p "$WORK"
 

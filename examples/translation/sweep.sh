@@ -150,8 +150,7 @@ R="python $ROOT/scripts/results_table.py"
   || die "--gate-init must be importance or none, not '$GATE_INIT'"
 [[ $RESTARTS =~ ^[1-9][0-9]*$ ]] || die "--restarts takes a positive number of gate runs, not '$RESTARTS'"
 [[ $GATE_EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--gate-epochs takes a positive number of epochs, not '$GATE_EPOCHS'"
-[[ -z $TYPE_SPLIT || $TYPE_SPLIT == auto || $TYPE_SPLIT == free || $TYPE_SPLIT == proportional ]] \
-  || die "--type-split must be auto, free or proportional, not '$TYPE_SPLIT'"
+need_type_split "$TYPE_SPLIT"
 [[ $RESTART_JOBS == auto || $RESTART_JOBS =~ ^[1-9][0-9]*$ ]] \
   || die "--restart-jobs takes a positive number or auto, not '$RESTART_JOBS'"
 [[ $RESTART_METRIC == bleu || $RESTART_METRIC == nll ]] \
