@@ -6,13 +6,15 @@ architectures, the ``translation_dsp`` task (which trains the gates), the
 ``dsp_label_smoothed_cross_entropy`` criterion and the head gates, and lets
 fairseq checkpoints load under torch's weights-only default.
 
-The exceptions are the command-line tools (``dsp_fairseq.cli.*``) and the recipes'
-helpers (``python -m dsp_fairseq.recipes.*``): importing a tool must not pull torch and
-fairseq in before its arguments are parsed (a ``--help`` or a mistyped option would
-otherwise wait ~3 s), and the helpers need at most torch (fairseq's import costs ~4 s
-per call here, and the recipes call them several times per row), so the package defers
-registration while one of them is being imported; each tool calls :func:`register`
-once its arguments are valid.
+The exceptions are the command-line tools (``dsp_fairseq.cli.*``), the recipes'
+helpers (``python -m dsp_fairseq.recipes.*``) and the pure-Python head layout
+(``dsp_fairseq.models.head_layout``, which the benchmark reports import): importing a
+tool must not pull torch and fairseq in before its arguments are parsed (a ``--help`` or
+a mistyped option would otherwise wait ~3 s), the helpers need at most torch (fairseq's
+import costs ~3-4 s per call here, and the recipes call them several times per row), and
+a report that only reads result files needs neither, so the package defers registration
+while one of them is being imported; each tool calls :func:`register` once its arguments
+are valid.
 """
 
 import sys
@@ -56,17 +58,17 @@ def register() -> None:
     from .tasks import translation_dsp  # noqa: F401
 
 
-_DEFERRING = tuple(f"{__name__}.{sub}" for sub in ("cli", "recipes"))
+_DEFERRING = tuple(f"{__name__}.{sub}" for sub in ("cli", "recipes", "models.head_layout"))
 
 
 def _importing_a_cli() -> bool:
-    """True when this package is being imported only as the parent of ``dsp_fairseq.cli``
-    or ``dsp_fairseq.recipes``.
+    """True when this package is being imported only as the parent of ``dsp_fairseq.cli``,
+    ``dsp_fairseq.recipes`` or ``dsp_fairseq.models.head_layout``.
 
     CPython's import system runs this ``__init__`` from ``_find_and_load(name, ...)``
     for the submodule that was asked for, so its frames say whether the import is
-    ``dsp_fairseq.cli.<tool>`` (console scripts, ``python -m``) or a recipe helper
-    (``python -m dsp_fairseq.recipes.<helper>``). If the frames look
+    ``dsp_fairseq.cli.<tool>`` (console scripts, ``python -m``), a recipe helper
+    (``python -m dsp_fairseq.recipes.<helper>``) or the head layout. If the frames look
     different (another interpreter), this answers False and the package registers
     eagerly: slower ``--help``, never a missing registration.
     """

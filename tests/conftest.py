@@ -1,11 +1,14 @@
 import argparse
 import gzip
 import os
+import shutil
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import torch
 from fairseq import utils as fairseq_utils
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,6 +38,23 @@ def write_multi30k_slice(dest: Path, train: int, valid: int, test: int) -> Path:
     return dest
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder NAME, made by BUILD(folder) once per test run and shared by every
+    pytest-xdist worker (the others wait on a file lock while one builds it). Treat it as
+    read-only: copy it to change it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # this run's folder, above its workers' own
+    path = root / name
+    with FileLock(f"{path}.lock"):
+        if not (path / ".built").is_file():
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+            build(path)
+            (path / ".built").touch()
+    return path
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
@@ -43,10 +63,13 @@ def _seed():
 # The modules that take longest (bench: pytest --durations), first: under pytest-xdist's
 # --dist loadfile each module runs whole on one worker, so the long ones start at once and
 # the short ones fill in around them (the Makefile passes --no-loadscope-reorder, else xdist
-# reorders the modules by their number of tests).
+# reorders the modules by their number of tests). The two modules of recipes from a
+# baseline share one (built_once): the second starts after test_recipes.py, not beside the
+# first, so that it does not wait for the baseline's training.
 LONGEST_FIRST = [
-    "test_recipes_from_baseline.py",
+    "test_pick_k_and_restarts.py",
     "test_recipes.py",
+    "test_recipes_from_baseline.py",
     "test_robustness_distributed.py",
     "test_ct2_export.py",
     "test_baselines.py",

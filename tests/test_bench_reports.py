@@ -30,6 +30,22 @@ def spliced(folder, marker: str) -> str:
     return doc.read_text()
 
 
+def test_the_reports_read_results_without_torch_or_fairseq():
+    """The reports only read result files: importing them (and through layout_split the
+    plugin's head layout, which the package defers registration for) must not pay torch's
+    and fairseq's imports (~3 s per call here; the benchmark and these tests call them
+    dozens of times). A plain ``import dsp_fairseq`` still registers the plugin
+    (test_cli_inputs.py::test_plain_import_still_registers_the_plugin)."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+        "import converged_report, finetune_budget, layout_split\n"
+        "print([m for m in ('torch', 'fairseq') if m in sys.modules])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_converged_report_table(tmp_path):
     def row(method, k, test, valid=None):
         return {"method": method, "heads_to_keep": k, "sacrebleu": test, "valid_sacrebleu": valid}
