@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import ROOT
 from inprocess import cli_ok
 from robustness_helpers import BIN, run, tiny_checkpoint, tiny_corpus
@@ -98,6 +99,44 @@ print([m for m in ("torch", "fairseq") if m in sys.modules])
         lines = proc.stdout.strip().splitlines()
         assert lines[-1] == heavy, f"{helper} imported {lines[-1]}"
         assert lines[0] == "none" if helper == "choose_recovery" else "--arch" in lines[0]
+
+
+def test_stripping_a_gated_checkpoint_needs_no_fairseq(pruned, tmp_path, tmp_path_factory):
+    """dsp-strip on a gated checkpoint (the recipes' common call) is tensor surgery on its
+    state: it does not pay fairseq's import (~3 s), and writes what the plugin's
+    strip_checkpoint gives in this process, where fairseq and the plugin are loaded."""
+    from dsp_fairseq.checkpoint_io import load_checkpoint
+    from dsp_fairseq.pruning.strip import strip_checkpoint
+
+    gated = tiny_checkpoint(tmp_path_factory)
+    out = tmp_path / "pruned.pt"
+    code = f"""
+import sys
+from dsp_fairseq.cli import strip
+assert strip.main(["--input", {str(gated)!r}, "--output", {str(out)!r}, "--quiet"]) == 0
+print([m for m in ("torch", "fairseq") if m in sys.modules])
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['torch']"
+    expected, _ = strip_checkpoint(load_checkpoint(str(gated)))
+    written = load_checkpoint(str(out))
+    assert written["model"].keys() == expected["model"].keys()
+    assert all(torch.equal(written["model"][k], v) for k, v in expected["model"].items())
+    assert written["dsp_kept_heads"] == expected["dsp_kept_heads"]
+
+
+def test_the_plugins_architectures_are_the_ones_it_registers():
+    """models.stock.DSP_ARCHS (known without fairseq's registry, so that a plain strip need
+    not import fairseq) names exactly the architectures fairseq registers for the plugin's
+    model."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from dsp_fairseq.models.stock import DSP_ARCHS
+    from dsp_fairseq.models.transformer_dsp import TransformerDSPModel
+
+    registered = {a for a, cls in ARCH_MODEL_REGISTRY.items() if cls is TransformerDSPModel}
+    assert set(DSP_ARCHS) == registered
 
 
 def test_dsp_user_dir_prints_the_plugin_folder_from_anywhere(tmp_path):

@@ -176,7 +176,11 @@ def main(argv=None) -> int:
     check_options(parser, args)
     import dsp_fairseq
 
-    dsp_fairseq.register()
+    # fairseq (~3 s to import) only where it is needed: the refit runs the models, and a
+    # stock checkpoint's architecture is looked up in fairseq's registry (models.stock);
+    # stripping a gated checkpoint is tensor surgery on its state
+    if args.reconstruct:
+        dsp_fairseq.register()
     from ..checkpoint_io import CheckpointError, load_checkpoint, save_checkpoint_atomic
     from ..pruning.strip import raise_if_unusable_output, strip_checkpoint
 

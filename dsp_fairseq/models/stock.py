@@ -26,13 +26,25 @@ def arch_of(args) -> str | None:
     return getattr(args, "_name", None) or getattr(args, "arch", None)
 
 
+# The architectures models/transformer_dsp.py registers (a test checks the two agree):
+# known without fairseq's registry, so that stripping a gated checkpoint (dsp-strip's
+# common case) needs no fairseq import (~3 s per call here).
+DSP_ARCHS = frozenset({"transformer_dsp", "transformer_dsp_iwslt_de_en", "transformer_dsp_small"})
+
+
 def model_class_of(arch):
+    """The model class fairseq registers ``arch`` for (the plugin registered first)."""
+    import dsp_fairseq
+
+    dsp_fairseq.register()
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     return ARCH_MODEL_REGISTRY.get(arch)
 
 
 def is_dsp_arch(arch) -> bool:
+    if arch in DSP_ARCHS:
+        return True
     cls = model_class_of(arch)
     return cls is not None and cls.__name__ == "TransformerDSPModel"
 
