@@ -24,9 +24,10 @@ import sys
 
 from finetune_budget import BUDGET_FILE, budget_lines, budget_runs
 from layout_split import (
+    BATCH_FILE,
+    BATCH_VARIANTS,
     DISTILLED_FILE,
     FREE,
-    distilled_lines,
     layout_files,
     layout_lines,
     layout_of,
@@ -36,6 +37,7 @@ from layout_split import (
     recipe_type_split,
     runs_of,
     split_at,
+    variant_lines,
     variant_runs,
 )
 
@@ -896,9 +898,11 @@ def main() -> int:
     split = proportional_runs(layouts)
     # the distilled fine-tunes of the split's models beside their labels fine-tunes
     distilled = fine_tune_lines(os.path.join(args.dir, DISTILLED_FILE))
-    if distilled:
-        for k in NAMES:
-            distilled.update(fine_tune_lines(os.path.join(args.dir, proportional_file(k))))
+    batch = fine_tune_lines(os.path.join(args.dir, BATCH_FILE))  # stage 6aj: --update-freq 2
+    for variants in (distilled, batch):
+        if variants:
+            for k in NAMES:
+                variants.update(fine_tune_lines(os.path.join(args.dir, proportional_file(k))))
     split_seconds = {
         k: secs
         for p in layout_files(args.dir)
@@ -1081,7 +1085,9 @@ def main() -> int:
             layout_lines({FREE: free, **layouts}, recipe_type_split())
         )
     if args.marker == "recovery" and distilled:  # stage 6ai: the split's distilled fine-tunes
-        parts["split-distilled"] = "\n".join(distilled_lines(distilled))
+        parts["split-distilled"] = "\n".join(variant_lines(distilled))
+    if args.marker == "recovery" and batch:  # stage 6aj: --update-freq 2 beside labels
+        parts["split-batch"] = "\n".join(variant_lines(batch, BATCH_VARIANTS))
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(

@@ -155,27 +155,37 @@ def variant_runs(finetunes: dict, prefix: str) -> Dict[int, Dict[int, Score]]:
     return found
 
 
-def distilled_lines(finetunes: dict) -> List[str]:
-    """Per K and gate seed, the fine-tunes of one model side by side (DISTILLED_VARIANTS'
-    columns, test (valid)), then their means over the seeds that have every column."""
-    runs = {prefix: variant_runs(finetunes, prefix) for prefix, _ in DISTILLED_VARIANTS}
+# Stage 6aj (session 38): the same models' labels fine-tune with twice the tokens per update
+# (finetune-pruned.sh --train-args "--update-freq 2", still 270 updates), lines "uf2-kK-sS" in
+# split-uf2.txt
+BATCH_FILE = "split-uf2.txt"
+BATCH_VARIANTS = (
+    DISTILLED_VARIANTS[0],
+    ("uf2", 'labels, twice the tokens per update (`--train-args "--update-freq 2"`)'),
+)
+
+
+def variant_lines(finetunes: dict, variants=DISTILLED_VARIANTS) -> List[str]:
+    """Per K and gate seed, the fine-tunes of one model side by side (VARIANTS' columns, test
+    (valid)), then their means over the seeds that have every column."""
+    runs = {prefix: variant_runs(finetunes, prefix) for prefix, _ in variants}
     lines = [
-        "| K | gate seed | " + " | ".join(label for _, label in DISTILLED_VARIANTS) + " |",
-        "|---|---|" + "---|" * len(DISTILLED_VARIANTS),
+        "| K | gate seed | " + " | ".join(label for _, label in variants) + " |",
+        "|---|---|" + "---|" * len(variants),
     ]
     for k in sorted({k for prefix, by_k in runs.items() if prefix != "ft" for k in by_k}):
         seeds = sorted({s for by_k in runs.values() for s in by_k.get(k, {})})
         for seed in seeds:
-            got = [runs[p].get(k, {}).get(seed) for p, _ in DISTILLED_VARIANTS]
+            got = [runs[p].get(k, {}).get(seed) for p, _ in variants]
             lines.append(
                 f"| {k} | {seed} | "
                 + " | ".join("-" if g is None else f"{g[0]:.2f} ({g[1]:.2f})" for g in got)
                 + " |"
             )
-        paired = [s for s in seeds if all(s in runs[p].get(k, {}) for p, _ in DISTILLED_VARIANTS)]
+        paired = [s for s in seeds if all(s in runs[p].get(k, {}) for p, _ in variants)]
         if len(paired) > 1:
             means = []
-            for p, _ in DISTILLED_VARIANTS:
+            for p, _ in variants:
                 scores = [runs[p][k][s] for s in paired]
                 means.append(
                     f"{statistics.mean(t for t, _ in scores):.2f} "

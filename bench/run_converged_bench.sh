@@ -936,17 +936,31 @@ done
 # KL weight 0.5 (finetune-pruned.sh --teacher BASE), and the same with the hidden-state term
 # of the gate run and the tuning (--distill-hidden-weight 1); lines "kd0.5-kK-sS" and
 # "kd0.5-h1-kK-sS" in split-kd.txt (layout_split.DISTILLED_FILE)
+ft_split() {  # ft_split TAG FILE NAME K GATESEED [FINETUNE-PRUNED ARGS...]: the recipe's
+  # fine-tune of NAME's model (a layout above) at K of that gate seed, line "TAG-kK-sS" in FILE
+  local tag=$1 file=$2 name=$3 k=$4 seed=$5 dir=k$4
+  shift 5
+  [[ $seed == 1 ]] || dir=k$k-s$seed
+  finetune_line "$tag-k$k-s$seed" "$WORK/$name/$tag-$dir" "$OUT/$file" \
+    --pruned "$WORK/$name/$dir/pruned.pt" --seed 1 --lr 5e-4 "$@"
+}
 ft_split_kd() {  # ft_split_kd NAME K GATESEED WEIGHT [HIDDEN]: of NAME's model (a layout above)
-  local name=$1 dir=k$2 tag=kd$4 extra=""
-  [[ $3 == 1 ]] || dir=k$2-s$3
+  local tag=kd$4 extra=""
   [[ -z ${5:-} ]] || { tag=kd$4-h$5; extra=" --distill-hidden-weight $5"; }
-  finetune_line "$tag-k$2-s$3" "$WORK/$name/$tag-$dir" "$OUT/split-kd.txt" \
-    --pruned "$WORK/$name/$dir/pruned.pt" --seed 1 --lr 5e-4 --teacher "$BASE" \
-    --train-args "--distill-weight $4$extra"
+  ft_split "$tag" split-kd.txt "$1" "$2" "$3" --teacher "$BASE" --train-args "--distill-weight $4$extra"
 }
 for seed in 1 2 3; do
   timed "split-kd0.5-k18-s$seed" ft_split_kd layout-e6-d6-c6 18 "$seed" 0.5
   timed "split-kd0.5-h1-k18-s$seed" ft_split_kd layout-e6-d6-c6 18 "$seed" 0.5 1
+done
+
+# 6aj. session 38: the same H/4 models' labels fine-tune with twice the tokens per update
+# (--update-freq 2: the same 270 updates, each of two batches, four epochs instead of two),
+# paired with their labels fine-tune; lines "uf2-kK-sS" in split-uf2.txt
+# (layout_split.BATCH_FILE)
+for seed in 1 2 3; do
+  timed "split-uf2-k18-s$seed" ft_split uf2 split-uf2.txt layout-e6-d6-c6 18 "$seed" \
+    --train-args "--update-freq 2"
 done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,

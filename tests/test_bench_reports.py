@@ -1153,6 +1153,38 @@ def test_distilled_finetunes_of_the_split_sit_beside_its_labels_finetune(tmp_pat
     assert goals[1].endswith("| not measured yet |")
 
 
+def test_larger_batch_finetunes_of_the_split_sit_beside_its_labels_finetune(tmp_path):
+    """Stage 6aj: split-uf2.txt's fine-tunes with twice the tokens per update ("uf2-kK-sS") of
+    the split's models, in a block of their own beside the labels fine-tune of the same model
+    (the layout's own file), with the mean over the seeds that have both; the distilled
+    block is not written without its file."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    ft = "{}-k18-s{}: best test {} valid {}; last test 30.0 valid 30.0; valid loss 2.0\n"
+    (tmp_path / "layout-e6-d6-c6.txt").write_text(
+        ft.format("ft", 1, 39.0, 40.0) + ft.format("ft", 2, 39.2, 40.2) + ft.format("ft", 3, 1, 2)
+    )
+    (tmp_path / "split-uf2.txt").write_text(
+        ft.format("uf2", 1, 38.9, 39.4) + ft.format("uf2", 2, 39.5, 40.0)
+    )
+    doc = tmp_path / "RESULTS.md"
+    doc.write_text("<!-- split-batch -->\nold\n<!-- /split-batch -->\n"
+                   "<!-- split-distilled -->\nold\n<!-- /split-distilled -->\n")  # fmt: skip
+    subprocess.run(
+        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
+         "recovery", "--splice", doc], check=True, capture_output=True,
+    )  # fmt: skip
+    text = doc.read_text()
+    rows = [r for r in text.splitlines() if r.startswith("| 18")]
+    assert rows == [
+        "| 18 | 1 | 39.00 (40.00) | 38.90 (39.40) |",
+        "| 18 | 2 | 39.20 (40.20) | 39.50 (40.00) |",
+        "| 18 | 3 | 1.00 (2.00) | - |",
+        "| 18 | mean of 2 | 39.10 (40.10) | 39.20 (39.70) |",
+    ]
+    assert "twice the tokens per update" in text
+    assert "<!-- split-distilled -->\nold\n" in text  # no split-kd.txt: left as it was
+
+
 def test_readme_table_shows_the_recipes_type_split():
     """The README's table follows prune-pipelined.sh's default --type-split (its DSP_TYPE_SPLIT=
     line, read by layout_split.recipe_type_split): with proportional, DSP's columns are the
