@@ -101,7 +101,7 @@ print([m for m in ("torch", "fairseq") if m in sys.modules])
         assert lines[0] == "none" if helper == "choose_recovery" else "--arch" in lines[0]
 
 
-def test_stripping_a_gated_checkpoint_needs_no_fairseq(pruned, tmp_path, tmp_path_factory):
+def test_stripping_a_gated_checkpoint_needs_no_fairseq(tmp_path, tmp_path_factory):
     """dsp-strip on a gated checkpoint (the recipes' common call) is tensor surgery on its
     state: it does not pay fairseq's import (~3 s), and writes what the plugin's
     strip_checkpoint gives in this process, where fairseq and the plugin are loaded."""

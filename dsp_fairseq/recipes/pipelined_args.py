@@ -25,6 +25,7 @@ import sys
 from typing import List
 
 from ..checkpoint_io import CheckpointError, load_checkpoint, model_args
+from ..models.stock import DSP_ARCH_FOR_STOCK, DSP_ARCHS
 
 SHAPE_VALUES = [
     "encoder_layers",
@@ -48,7 +49,6 @@ SHAPE_FLAGS = [
     "no_scale_embedding",
     "layernorm_embedding",
 ]
-DSP_ARCH_OF = {"transformer_iwslt_de_en": "transformer_dsp_iwslt_de_en"}
 
 
 def _opt(name: str) -> str:
@@ -74,8 +74,8 @@ def shape_args(state: dict, stripped_ok: bool = False) -> List[str]:
             "Transformer encoder-decoder"
         )
     arch = getattr(args, "arch", "")
-    if not arch.startswith("transformer_dsp"):
-        arch = DSP_ARCH_OF.get(arch, "transformer_dsp")
+    if arch not in DSP_ARCHS:
+        arch = DSP_ARCH_FOR_STOCK.get(arch, "transformer_dsp")
     out = ["--arch", arch]
     for name in SHAPE_VALUES:
         if getattr(args, name, None) is not None:
