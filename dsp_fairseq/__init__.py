@@ -14,7 +14,9 @@ a mistyped option would otherwise wait ~3 s), the helpers need at most torch (fa
 import costs ~3-4 s per call here, and the recipes call them several times per row), and
 a report that only reads result files needs neither, so the package defers registration
 while one of them is being imported; each tool calls :func:`register` once its arguments
-are valid.
+are valid. A process that imports one of them first and only then fairseq must call
+:func:`register` itself before using the plugin through fairseq (fairseq's ``--user-dir``
+skips a package that is already imported).
 """
 
 import sys
@@ -84,5 +86,8 @@ def _importing_a_cli() -> bool:
     return False
 
 
-if not _importing_a_cli():
+# Deferring only saves fairseq's import: where fairseq is loaded already (a script that
+# imported it, a test process), register now, so that a later --user-dir, which skips a
+# package already imported, still finds the plugin registered.
+if "fairseq" in sys.modules or not _importing_a_cli():
     register()

@@ -73,6 +73,25 @@ def test_plain_import_still_registers_the_plugin():
     assert proc.stdout.split() == ["True", "True"]
 
 
+def test_a_deferring_module_registers_where_fairseq_is_loaded_already():
+    # Deferral saves fairseq's import and nothing else: after `import fairseq`, importing the
+    # head layout (or a tool) first registers the plugin, so that fairseq's --user-dir, which
+    # skips a package already in sys.modules, finds transformer_dsp; fairseq's own loader
+    # then takes the plugin's architecture.
+    code = (
+        "import fairseq.models, fairseq.options\n"
+        "import dsp_fairseq.models.head_layout\n"
+        "parser = fairseq.options.get_training_parser()\n"
+        "args = fairseq.options.parse_args_and_arch(parser, ['/tmp', '--user-dir',"
+        " __import__('os').path.dirname(dsp_fairseq.__file__), '--arch', 'transformer_dsp_small',"
+        " '--task', 'translation_dsp'])\n"
+        "print(args.arch, 'transformer_dsp_small' in fairseq.models.ARCH_MODEL_REGISTRY)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["transformer_dsp_small", "True"]
+
+
 def test_recipe_helpers_run_without_importing_fairseq(pruned, tmp_path):
     """The recipes call their helpers (``python -m dsp_fairseq.recipes.*``) several times per
     row: choosing a recovery reads JSON only, reading a checkpoint's arguments needs torch,
