@@ -37,8 +37,8 @@
 #                                                (finetune-pruned.sh --teacher BASE)
 #              METHOD+best                       the better on valid of METHOD and METHOD+rec
 #                                                (needs --valid; list both before it): the
-#                                                rows of prune-pipelined.sh's default
-#                                                --recovery best
+#                                                rows of prune-pipelined.sh --recovery
+#                                                best (the default tunes after it)
 #              METHOD+tuned                      the tuned refit of METHOD's model
 #                                                (tune-refit.sh: out_proj and fc2 trained
 #                                                towards the unpruned model for one epoch,
