@@ -28,6 +28,8 @@ from layout_split import (
     BATCH_VARIANTS,
     DISTILLED_FILE,
     FREE,
+    HALF_FILE,
+    HALF_VARIANTS,
     layout_files,
     layout_lines,
     layout_of,
@@ -899,6 +901,8 @@ def main() -> int:
     # the distilled fine-tunes of the split's models beside their labels fine-tunes
     distilled = fine_tune_lines(os.path.join(args.dir, DISTILLED_FILE))
     batch = fine_tune_lines(os.path.join(args.dir, BATCH_FILE))  # stage 6aj: --update-freq 2
+    # stage 6ak: models of their own, so their labels fine-tunes are in the same file
+    half = fine_tune_lines(os.path.join(args.dir, HALF_FILE))
     for variants in (distilled, batch):
         if variants:
             for k in NAMES:
@@ -1088,6 +1092,8 @@ def main() -> int:
         parts["split-distilled"] = "\n".join(variant_lines(distilled))
     if args.marker == "recovery" and batch:  # stage 6aj: --update-freq 2 beside labels
         parts["split-batch"] = "\n".join(variant_lines(batch, BATCH_VARIANTS))
+    if args.marker == "recovery" and half:  # stage 6ak: half the tokens, twice the updates
+        parts["split-half"] = "\n".join(variant_lines(half, HALF_VARIANTS))
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(
