@@ -114,6 +114,50 @@ def test_the_checks_catch_a_comment_line_without_its_hash():
     assert words == ["Data.", "bash"] and not is_command("Data.") and is_command("dsp-strip")
 
 
+# -- links ----------------------------------------------------------------------------
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#+ (.*)$", re.M)
+
+
+def anchor_of(heading: str) -> str:
+    """GitHub's anchor for a heading: lowercase, punctuation but - and _ dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def broken_links(doc: Path) -> List[str]:
+    """The relative links of a markdown file whose file, or heading anchor, does not exist."""
+    broken = []
+    for link in LINK.findall(doc.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", link):  # http(s), mailto
+            continue
+        path, _, fragment = link.partition("#")
+        target = (doc.parent / path).resolve() if path else doc
+        if not target.exists():
+            broken.append(f"{link} (no such file)")
+        elif fragment and target.suffix == ".md":
+            headings = HEADING.findall(target.read_text(encoding="utf-8"))
+            if fragment not in {anchor_of(h) for h in headings}:
+                broken.append(f"{link} (no such heading)")
+    return broken
+
+
+@pytest.mark.parametrize(
+    "doc", [*DOCS, ROOT / "bench/RESULTS.md"], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_every_relative_link_finds_its_file_and_heading(doc):
+    assert broken_links(doc) == []
+
+
+def test_the_link_check_catches_a_missing_heading_and_file(tmp_path):
+    doc = tmp_path / "a.md"
+    (tmp_path / "b.md").write_text("# Uniform layouts (`--heads-per-attention`)\n")
+    doc.write_text(
+        "# Top\n[ok](b.md#uniform-layouts---heads-per-attention) [self](#top)"
+        " [gone](b.md#uniform-layouts) [none](c.md) [web](https://x.org/#y)\n"
+    )
+    assert broken_links(doc) == ["b.md#uniform-layouts (no such heading)", "c.md (no such file)"]
+
+
 # -- the README's decode command --------------------------------------------------------
 
 
