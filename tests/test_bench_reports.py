@@ -23,11 +23,16 @@ def spliced(folder, marker: str) -> str:
     """A RESULTS.md in FOLDER with MARKER's block, after converged_report.py --splice."""
     doc = folder / "RESULTS.md"
     doc.write_text(f"a\n<!-- {marker} -->\nold\n<!-- /{marker} -->\nb\n")
+    splice_recovery(folder, doc)
+    return doc.read_text()
+
+
+def splice_recovery(folder, doc) -> None:
+    """converged_report.py --marker recovery on FOLDER's results, its blocks spliced into DOC."""
     subprocess.run(
         [sys.executable, ROOT / "bench/converged_report.py", "--dir", folder, "--marker",
          "recovery", "--splice", doc], check=True, capture_output=True,
     )  # fmt: skip
-    return doc.read_text()
 
 
 def test_the_reports_read_results_without_torch_or_fairseq():
@@ -427,11 +432,7 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         "a\n<!-- recovery-summary -->\nstale table\n<!-- /recovery-summary -->\nb\n"
         "<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n"
     )
-    subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
-         "recovery", "--splice", doc],
-        check=True,
-    )  # fmt: skip
+    splice_recovery(tmp_path, doc)
     text = doc.read_text()
     assert text.startswith("a\n<!-- recovery-summary -->\n")
     # the table of what the recipes give: means (range, runs) of the default path and its rival
@@ -614,11 +615,7 @@ def test_converged_report_reads_the_layer_distilled_gates(tmp_path):
     # the README's table of what the recipes give reads the recipes' default gates, not these
     doc = tmp_path / "README.md"
     doc.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n")
-    subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
-         "recovery", "--splice", doc],
-        check=True,
-    )  # fmt: skip
+    splice_recovery(tmp_path, doc)
     assert "| 18 of 72 (H/4) | - | 33.00 (1 run) | - | - | - |" in doc.read_text()
 
 
@@ -753,11 +750,7 @@ def test_converged_report_reads_the_one_command_with_the_tuned_refit(tmp_path):
     doc = tmp_path / "README.md"
     doc.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n"
                    "<!-- recovery-choice -->\n<!-- /recovery-choice -->\n")  # fmt: skip
-    subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
-         "recovery", "--splice", doc],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    splice_recovery(tmp_path, doc)
     row = next(line for line in doc.read_text().splitlines() if line.startswith("| 36 of 72"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     # the one command: 38.5 (tuned kept) and 37.5 (the untuned start kept); importance: 38.0
@@ -979,10 +972,7 @@ def test_importance_longer_finetune_and_learning_rate_rows(tmp_path):
     assert "10.00" not in text
     doc = tmp_path / "RESULTS.md"
     doc.write_text("a\n<!-- finetune-lr -->\nold\n<!-- /finetune-lr -->\nb\n")
-    subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
-         "recovery", "--splice", doc], check=True, capture_output=True,
-    )  # fmt: skip
+    splice_recovery(tmp_path, doc)
     table = doc.read_text().splitlines()
     assert table[2] == (
         "| one command | K | seed | fine-tune seed | 3e-4 (the recipe's until session 27) | "
@@ -1169,10 +1159,7 @@ def test_larger_batch_finetunes_of_the_split_sit_beside_its_labels_finetune(tmp_
     doc = tmp_path / "RESULTS.md"
     doc.write_text("<!-- split-batch -->\nold\n<!-- /split-batch -->\n"
                    "<!-- split-distilled -->\nold\n<!-- /split-distilled -->\n")  # fmt: skip
-    subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
-         "recovery", "--splice", doc], check=True, capture_output=True,
-    )  # fmt: skip
+    splice_recovery(tmp_path, doc)
     text = doc.read_text()
     rows = [r for r in text.splitlines() if r.startswith("| 18")]
     assert rows == [
@@ -1200,13 +1187,7 @@ def test_half_batch_finetunes_sit_beside_the_labels_finetune_of_their_own_models
         + ft.format("ft", 2, 39.2, 40.2) + ft.format("hb", 2, 39.6, 40.6)
         + ft.format("ft", 3, 38.8, 39.8)
     )  # fmt: skip
-    doc = tmp_path / "RESULTS.md"
-    doc.write_text("<!-- split-half -->\nold\n<!-- /split-half -->\n")
-    subprocess.run(
-        [sys.executable, ROOT / "bench/converged_report.py", "--dir", tmp_path, "--marker",
-         "recovery", "--splice", doc], check=True, capture_output=True,
-    )  # fmt: skip
-    text = doc.read_text()
+    text = spliced(tmp_path, "split-half")
     assert [r for r in text.splitlines() if r.startswith("| 18")] == [
         "| 18 | 1 | 39.00 (40.00) | 39.40 (40.20) |",
         "| 18 | 2 | 39.20 (40.20) | 39.60 (40.60) |",
