@@ -28,8 +28,8 @@ from layout_split import (
     BATCH_VARIANTS,
     DISTILLED_FILE,
     FREE,
-    HALF_FILE,
-    HALF_VARIANTS,
+    REBUILT_FILE,
+    REBUILT_VARIANTS,
     layout_files,
     layout_lines,
     layout_of,
@@ -902,7 +902,7 @@ def main() -> int:
     distilled = fine_tune_lines(os.path.join(args.dir, DISTILLED_FILE))
     batch = fine_tune_lines(os.path.join(args.dir, BATCH_FILE))  # stage 6aj: --update-freq 2
     # stage 6ak: models of their own, so their labels fine-tunes are in the same file
-    half = fine_tune_lines(os.path.join(args.dir, HALF_FILE))
+    rebuilt = fine_tune_lines(os.path.join(args.dir, REBUILT_FILE))
     for variants in (distilled, batch):
         if variants:
             for k in NAMES:
@@ -1092,8 +1092,8 @@ def main() -> int:
         parts["split-distilled"] = "\n".join(variant_lines(distilled))
     if args.marker == "recovery" and batch:  # stage 6aj: --update-freq 2 beside labels
         parts["split-batch"] = "\n".join(variant_lines(batch, BATCH_VARIANTS))
-    if args.marker == "recovery" and half:  # stage 6ak: half the tokens, twice the updates
-        parts["split-half"] = "\n".join(variant_lines(half, HALF_VARIANTS))
+    if args.marker == "recovery" and rebuilt:  # stage 6ak: batch size, frozen embeddings
+        parts["split-rebuilt"] = "\n".join(variant_lines(rebuilt, REBUILT_VARIANTS))
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(

@@ -166,16 +166,18 @@ BATCH_VARIANTS = (
 
 
 # Stage 6ak (session 39): the split's H/4 one command rebuilt in a folder of its own (gate runs
-# differ between machines), its labels fine-tune ("ft-kK-sS") and the same fine-tune with half
-# the tokens per update for twice the updates ("hb-kK-sS": 540 x 2048 tokens, the recipe's
-# tokens and compute), all in split-hb.txt: its labels fine-tunes are its own
-HALF_FILE = "split-hb.txt"
-HALF_VARIANTS = (
+# differ between machines), its labels fine-tune ("ft-kK-sS"), the same fine-tune with half the
+# tokens per update for twice the updates ("hb-kK-sS": 540 x 2048 tokens, the recipe's tokens
+# and compute) and with the shared embeddings frozen ("fe-kK-sS"), all in split-rebuilt.txt:
+# its labels fine-tunes are its own
+REBUILT_FILE = "split-rebuilt.txt"
+REBUILT_VARIANTS = (
     ("ft", "labels (the recipe's: 270 updates of 4096 tokens)"),
     (
         "hb",
         'labels, 540 updates of 2048 tokens (`--max-update 540 --train-args "--max-tokens 2048"`)',
     ),
+    ("fe", 'labels, the shared embeddings frozen (`--train-args "--train-only layers"`)'),
 )
 
 

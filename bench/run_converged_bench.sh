@@ -963,18 +963,23 @@ for seed in 1 2 3; do
     --train-args "--update-freq 2"
 done
 
-# 6ak. session 39: half the tokens per update for twice the updates (540 updates of 2048 tokens:
-# the recipe's 270 x 4096 tokens, the same epochs and compute), paired with the labels
-# fine-tune of the same models. The split's one command (6,6,6 at K = 18, what --type-split
-# auto gives) rebuilt in WORK/split-hb (gate runs differ between machines: the labels
-# fine-tune is redone beside it); lines "kK-sS" (the one command), "ft-kK-sS" and "hb-kK-sS"
-# in split-hb.txt (layout_split.HALF_FILE)
+# 6ak. session 39: the split's H/4 one command (6,6,6 at K = 18, what --type-split auto gives)
+# rebuilt in WORK/split-rebuilt (gate runs differ between machines, so its labels fine-tune is
+# redone beside the variants), fine-tuned with half the tokens per update for twice the
+# updates (540 updates of 2048 tokens: the recipe's 270 x 4096 tokens, the same epochs and
+# compute) and with the shared embeddings frozen (--train-only layers: every transformer layer
+# trains); lines "kK-sS" (the one command), "ft-", "hb-" and "fe-kK-sS" in split-rebuilt.txt
+# (layout_split.REBUILT_FILE)
 for seed in 1 2 3; do
-  timed "split-hb-one-command-k18-s$seed" one_command split-hb 18 "$seed" \
+  timed "split-rebuilt-one-command-k18-s$seed" one_command split-rebuilt 18 "$seed" \
     --train-args "--heads-to-keep-per-type enc-self=6,dec-self=6,cross=6"
-  timed "split-hb-k18-s$seed" ft_split hb split-hb.txt split-hb 18 "$seed" \
+  timed "split-rebuilt-hb-k18-s$seed" ft_split hb split-rebuilt.txt split-rebuilt 18 "$seed" \
     --max-update 540 --train-args "--max-tokens 2048"
-  timed "split-hb-ft-k18-s$seed" ft_split ft split-hb.txt split-hb 18 "$seed"
+  timed "split-rebuilt-ft-k18-s$seed" ft_split ft split-rebuilt.txt split-rebuilt 18 "$seed"
+done
+for seed in 1 2 3; do
+  timed "split-rebuilt-fe-k18-s$seed" ft_split fe split-rebuilt.txt split-rebuilt 18 "$seed" \
+    --train-args "--train-only layers"
 done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,

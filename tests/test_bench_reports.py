@@ -1172,29 +1172,29 @@ def test_larger_batch_finetunes_of_the_split_sit_beside_its_labels_finetune(tmp_
     assert "<!-- split-distilled -->\nold\n" in text  # no split-kd.txt: left as it was
 
 
-def test_half_batch_finetunes_sit_beside_the_labels_finetune_of_their_own_models(tmp_path):
-    """Stage 6ak: split-hb.txt holds its own one command's models (rebuilt: gate runs differ
-    between machines), their labels fine-tune ("ft-kK-sS") and the fine-tune of 540 updates
-    of 2048 tokens ("hb-kK-sS"); its block pairs the two from that file alone, never with the
-    layout file's labels fine-tunes of other models."""
+def test_the_rebuilt_models_finetune_variants_sit_beside_their_own_labels_finetune(tmp_path):
+    """Stage 6ak: split-rebuilt.txt holds its own one command's models (rebuilt: gate runs
+    differ between machines), their labels fine-tune ("ft-kK-sS"), the fine-tune of 540
+    updates of 2048 tokens ("hb-kK-sS") and the one with frozen embeddings ("fe-kK-sS"); its
+    block pairs them from that file alone, never with the layout file's labels fine-tunes of
+    other models."""
     (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
     ft = "{}-k18-s{}: best test {} valid {}; last test 30.0 valid 30.0; valid loss 2.0\n"
     (tmp_path / "layout-e6-d6-c6.txt").write_text(ft.format("ft", 1, 20.0, 20.0))
-    (tmp_path / "split-hb.txt").write_text(
+    (tmp_path / "split-rebuilt.txt").write_text(
         "k18-s1: recovery best -> none; untuned test 35.0 valid 35.2; tuned test 37.0 valid"
         " 37.3; kept tuned; one command 788 s\n"
         + ft.format("ft", 1, 39.0, 40.0) + ft.format("hb", 1, 39.4, 40.2)
         + ft.format("ft", 2, 39.2, 40.2) + ft.format("hb", 2, 39.6, 40.6)
-        + ft.format("ft", 3, 38.8, 39.8)
+        + ft.format("ft", 3, 38.8, 39.8) + ft.format("fe", 1, 39.1, 40.1)
     )  # fmt: skip
-    text = spliced(tmp_path, "split-half")
+    text = spliced(tmp_path, "split-rebuilt")
     assert [r for r in text.splitlines() if r.startswith("| 18")] == [
-        "| 18 | 1 | 39.00 (40.00) | 39.40 (40.20) |",
-        "| 18 | 2 | 39.20 (40.20) | 39.60 (40.60) |",
-        "| 18 | 3 | 38.80 (39.80) | - |",
-        "| 18 | mean of 2 | 39.10 (40.10) | 39.50 (40.40) |",
+        "| 18 | 1 | 39.00 (40.00) | 39.40 (40.20) | 39.10 (40.10) |",
+        "| 18 | 2 | 39.20 (40.20) | 39.60 (40.60) | - |",
+        "| 18 | 3 | 38.80 (39.80) | - | - |",
     ]
-    assert "540 updates of 2048 tokens" in text
+    assert "540 updates of 2048 tokens" in text and "embeddings frozen" in text
 
 
 def test_readme_table_shows_the_recipes_type_split():
