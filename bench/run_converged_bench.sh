@@ -10,7 +10,7 @@
 #
 #   bash bench/run_converged_bench.sh [--work DIR] [--stage baseline|publish|all] [--baseline-epochs N]
 #                                     [--baseline CKPT --data DIR] [--train-baseline]
-#                                     [--out DIR]
+#                                     [--out DIR] [--only GLOB[,GLOB...]] [--list]
 #
 # --baseline CKPT --data DIR  use this trained baseline and the prepared corpus it was
 #                      trained on (bin/, spm/, raw/) instead of training one (70 min). Default:
@@ -21,6 +21,11 @@
 #                      recovery table of bench/RESULTS.md is bench/recovery)
 # --baseline-epochs N  stop the baseline after N epochs even if validation still improves
 #                      (default 80: in practice early stopping, patience 5, decides)
+# --only GLOBS        run only the steps whose label (the name of their wall_time.txt line,
+#                      e.g. split-rebuilt-ft-k18-s2) matches one of these comma-separated bash
+#                      patterns, e.g. --only 'split-rebuilt-*' for stage 6ak; the steps it
+#                      builds on must have run (their folders in WORK), the baseline too
+# --list               print the labels of the steps (those --only selects) and run nothing
 #
 # Recovery (issue 17): every selection row also gets its "+rec" row (dsp-reconstruct against
 # the unpruned model, the recipes' default recovery), then "+rec+kd" (distilled fine-tune of
@@ -41,7 +46,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$ROOT/work/converged STAGE=all EPOCHS=80 SHARED=$ROOT/../shared/data/multi30k-base72
-BASE="" DATA="" TRAIN_BASELINE=0 OUT=$ROOT/bench/converged
+BASE="" DATA="" TRAIN_BASELINE=0 OUT=$ROOT/bench/converged ONLY="" LIST=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --work) WORK=$2; shift 2 ;;
@@ -51,15 +56,30 @@ while [[ $# -gt 0 ]]; do
     --data) DATA=$2; shift 2 ;;
     --train-baseline) TRAIN_BASELINE=1; shift ;;
     --out) OUT=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    --list) LIST=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_converged_bench.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
 done
 RECIPES=$ROOT/examples/translation
 mkdir -p "$WORK" "$OUT"
+selected() {  # selected LABEL: whether --only (none: every step) selects the step LABEL
+  [[ -z $ONLY ]] && return 0
+  local glob globs
+  IFS=, read -ra globs <<< "$ONLY"
+  for glob in "${globs[@]}"; do
+    # shellcheck disable=SC2053  # the right side is a pattern on purpose
+    [[ $1 == $glob ]] && return 0
+  done
+  return 1
+}
 timed() {  # timed LABEL CMD...: run, append the wall time, copy what exists to bench/
+  # (every step that computes goes through here, so --only and --list skip work only here)
   local label=$1 start=$SECONDS
   shift
+  selected "$label" || return 0
+  if (( LIST )); then echo "$label"; return 0; fi
   "$@"
   echo "$label: $((SECONDS - start)) s ($(date -u +%FT%TZ))" >> "$WORK/wall_time.txt"
   publish
@@ -119,7 +139,7 @@ if [[ -n $BASE || -n $DATA ]]; then
   [[ -f $DATA/bin/dict.en.txt && -f $DATA/spm/spm.model && -d $DATA/raw ]] || {
     echo "run_converged_bench.sh: --data $DATA: not a prepared corpus (bin/, spm/spm.model, raw/)" >&2; exit 1; }
   BASE=$(cd "$(dirname "$BASE")" && pwd)/$(basename "$BASE") DATA=$(cd "$DATA" && pwd)
-  echo "baseline $BASE, data $DATA ($(date -u +%FT%TZ))" >> "$WORK/wall_time.txt"
+  (( LIST )) || echo "baseline $BASE, data $DATA ($(date -u +%FT%TZ))" >> "$WORK/wall_time.txt"
   [[ $STAGE == baseline ]] && exit 0
 else
   DATA=$WORK/data BASE=$WORK/baseline/checkpoint_best.pt
@@ -189,10 +209,14 @@ timed pick-k dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-rec" -
 
 # 5. joint DSP at K = 18, as many updates as the baseline made
 # (the shared baseline holds its best checkpoint only: its update count, 2,565 of 2,700)
-last=$WORK/baseline/checkpoint_last.pt; [[ -f $last ]] || last=$BASE
-updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$last")
-timed joint bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp --no-plots \
-  --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
+joint_dsp() {
+  local last=$WORK/baseline/checkpoint_last.pt updates
+  [[ -f $last ]] || last=$BASE
+  updates=$(python -c 'import sys; from dsp_fairseq.checkpoint_io import load_checkpoint; print(load_checkpoint(sys.argv[1])["optimizer_history"][-1]["num_updates"])' "$last")
+  bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep" --ks 18 --methods joint-dsp --no-plots \
+    --joint-args "$BASE_ARGS --max-epoch 0 --patience -1 --max-update $updates"
+}
+timed joint joint_dsp
 
 # 6. the weaker baselines last
 timed rows-rest sweep_rows --ks 18,36,9 --methods random,dsp-st,ste,importance-iter
@@ -224,12 +248,15 @@ timed layout44-rec bash "$ROOT/bench/run_layout_recovery.sh" --baseline "$BASE" 
 # 6c. the same start without the teacher: plain 270-update fine-tunes of the reconstructed models
 timed rows-rec-ft sweep_rows --ks 18 --methods dsp+rec+ft,importance+rec+ft
 # distillation weight and temperature (0.5, 1 is the rows-kd stage): dsp+rec at K = 18 distilled
+kd_setting() {  # kd_setting WEIGHT TEMPERATURE
+  local dir=$WORK/sweep-kdw$1t$2
+  side_folder "$dir" dsp+rec-k18
+  bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$dir" --no-plots --ks 18 \
+    --methods dsp+rec+kd --recovery none --train-args "--distill-weight $1 --distill-temperature $2"
+}
 for wt in "1 1" "0.5 2" "1 2"; do
   read -r w t <<< "$wt"
-  dir=$WORK/sweep-kdw${w}t$t
-  side_folder "$dir" dsp+rec-k18
-  timed "kd-w$w-t$t" bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$dir" --no-plots --ks 18 \
-    --methods dsp+rec+kd --recovery none --train-args "--distill-weight $w --distill-temperature $t"
+  timed "kd-w$w-t$t" kd_setting "$w" "$t"
 done
 
 # 6d. selection that sees the recovery (issue 17, item 3): pipelined DSP gates trained beside
@@ -245,9 +272,12 @@ timed gate-kd variant gatekd 18,36,9 "--criterion dsp_distillation --teacher $BA
 # both changes that helped at K = 18: KL to the unpruned model, out_proj and fc2 trainable
 timed gate-kd-opffn variant gatekdopffn 18,9 \
   "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0 --train-gates-with out_proj,fc2"
-side_folder "$WORK/sweep-gatekd-s2"  # its second seed (results-sweep-gatekd-s2: the seed table)
-timed gate-kd-seed2 bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-gatekd-s2" --no-plots \
-  --ks 18 --seed 2 --methods dsp --gate-args "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
+gate_kd_seed2() {  # its second seed (results-sweep-gatekd-s2: the seed table)
+  side_folder "$WORK/sweep-gatekd-s2"
+  bash "$RECIPES/sweep.sh" "${SWEEP[@]}" --out "$WORK/sweep-gatekd-s2" --no-plots --ks 18 --seed 2 \
+    --methods dsp --gate-args "--criterion dsp_distillation --teacher $BASE --distill-weight 1.0"
+}
+timed gate-kd-seed2 gate_kd_seed2
 for k in 18 36; do
   timed "alternating-k$k" python "$ROOT/bench/alternating_refits.py" --data "$DATA" --base "$BASE" \
     --heads-to-keep "$k" --rounds 3 --out "$WORK/alternating/k$k-r3"
@@ -507,6 +537,8 @@ restart_choice() {  # restart_choice FOLDER K FIRST: the seed --restarts 2 --see
   local s cand=()
   for s in "$3" $(($3 + 1)); do
     local run=$1/g$2-s$s
+    # a gate run --only or --list skipped and that never ran: the choice is unknown ('?')
+    [[ -f $run/recovery.json || -z $ONLY && $LIST == 0 ]] || { echo "?"; return 0; }
     cand+=(--candidate "$s=$run/valid-$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["chosen"])' "$run/recovery.json")/score.json")
   done
   python -m dsp_fairseq.recipes.choose_recovery --kind restarts "${cand[@]}"
@@ -904,16 +936,17 @@ rerun_dirs() {  # rerun_dirs K: stage 6ad's rerun folders at K, gate seeds 1-6
     if [[ $seed == 1 ]]; then echo "$WORK/fast-default-rerun/k$1"; else echo "$WORK/fast-default-rerun/k$1-s$seed"; fi
   done
 }
-mapfile -t runs < <(rerun_dirs 9)
-timed restart-choice-k9 python "$ROOT/bench/restart_choice.py" --data "$DATA/bin" \
-  --results "$OUT/fast-default-rerun.txt" --group 3 "${runs[@]}" > "$OUT/restart-choice.txt.tmp"
-mv "$OUT/restart-choice.txt.tmp" "$OUT/restart-choice.txt"
+restart_choice_table() {  # restart_choice_table K FILE: restart_choice.py on the K reruns, in OUT/FILE
+  local runs
+  mapfile -t runs < <(rerun_dirs "$1")
+  python "$ROOT/bench/restart_choice.py" --data "$DATA/bin" --results "$OUT/fast-default-rerun.txt" \
+    --group 3 "${runs[@]}" > "$OUT/$2.tmp"
+  mv "$OUT/$2.tmp" "$OUT/$2"
+}
+timed restart-choice-k9 restart_choice_table 9 restart-choice.txt
 # session 33: the same at H/4, gate seeds 1-3 of the K = 18 rerun (one group); session 34:
 # seeds 4-6 too (two groups)
-mapfile -t runs < <(rerun_dirs 18)
-timed restart-choice-k18 python "$ROOT/bench/restart_choice.py" --data "$DATA/bin" \
-  --results "$OUT/fast-default-rerun.txt" --group 3 "${runs[@]}" > "$OUT/restart-choice-k18.txt.tmp"
-mv "$OUT/restart-choice-k18.txt.tmp" "$OUT/restart-choice-k18.txt"
+timed restart-choice-k18 restart_choice_table 18 restart-choice-k18.txt
 
 # 6ah. session 35: the heads shared among the attention types. The one command with the gate
 # run held to a per-type budget (--train-args "--heads-to-keep-per-type enc-self=E,dec-self=D,
@@ -996,4 +1029,4 @@ timed frontier python "$ROOT/bench/frontier_bench.py" --data "$DATA/bin" --base 
 # converged baseline (bench/dsp_joint_finetune.sh; its own table in $OUT/joint-finetune/)
 timed joint-finetune bash "$ROOT/bench/dsp_joint_finetune.sh" --converged "$WORK" --ks 18
 
-echo "tables and logs in $OUT"
+(( LIST )) || echo "tables and logs in $OUT"
