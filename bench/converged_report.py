@@ -96,10 +96,13 @@ VARIANTS = {
 SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 
 
-# dsp-pick-k runs, newest defaults first: session 22's (the grid refined one head at a time),
-# session 9's (gates started from head importance), session 7's (distill gates, recovery
-# best), session 5's (plain gates, reconstruct)
-PICK_RUNS = ("pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
+# dsp-pick-k runs, newest defaults first: session 40's (the gates of today: per-sentence
+# importance, validation in the second half, --type-split auto), session 22's (the grid refined
+# one head at a time), session 9's (gates started from head importance), session 7's (distill
+# gates, recovery best), session 5's (plain gates, reconstruct); with --recovery tuned:
+# session 40's, session 21's
+PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
+TUNED_PICK_RUNS = ("pick-k-tuned-s40", "pick-k-tuned")
 
 
 # selections that do not depend on the seed (their seed folders hold the calibration
@@ -1057,11 +1060,14 @@ def main() -> int:
     choice = choice_lines(
         {k: dsp_tuned_ft.get(k, []) + imp_tuned_ft.get(k, []) for k in (36, 18, 9)}, averaged
     )
+
     # dsp-pick-k with the recipes' defaults: the latest run there is (PICK_RUNS, newest first)
-    pick = next(
-        (p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in PICK_RUNS) if p), None
-    )
-    tuned_pick = load(os.path.join(args.dir, "pick-k-tuned", "pick.json"))
+    def newest_pick(runs):
+        return next(
+            (p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in runs) if p), None
+        )
+
+    pick, tuned_pick = newest_pick(PICK_RUNS), newest_pick(TUNED_PICK_RUNS)
     fast_seconds = one_command_seconds(fast_file)
     auto_seconds = {k: (split_seconds if split_at(k) else fast_seconds).get(k, []) for k in NAMES}
     auto_cells, auto_seeds = with_auto_split(cells, seeds)

@@ -112,10 +112,12 @@ publish() {
     [[ -f $f ]] && mkdir -p "$OUT/alternating" && cp "$f" "$OUT/alternating/$(basename "$(dirname "$f")").json"
   done
   local pick
-  for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned pick-k-refined; do
+  for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned pick-k-refined \
+              pick-k-tuned-s40 pick-k-s40; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
+      [[ ! -f $WORK/$pick/eval-test/score.json ]] || cp "$WORK/$pick/eval-test/score.json" "$OUT/$pick/test-score.json"
     fi
   done
   if [[ -f $OUT/baseline.json ]]; then
@@ -1014,6 +1016,29 @@ for seed in 1 2 3; do
   timed "split-rebuilt-fe-k18-s$seed" ft_split fe split-rebuilt.txt split-rebuilt 18 "$seed" \
     --train-args "--train-only layers"
 done
+
+# 6al. session 40: dsp-pick-k with today's defaults (per-sentence importance scores for the gate
+# init and validation in the gate run's second half since session 29, --type-split auto since
+# session 36; pick-k-refined and pick-k-tuned ran with the gates of sessions 11-28,
+# OLD_PICK_K): --recovery tuned in pick-k-tuned-s40, then the default (--recovery best) in
+# pick-k-s40, its probes started from copies of the tuned search's (a probe folder switched from
+# tuned to best keeps best's choice and trains nothing: prune-pipelined.sh), each chosen model
+# decoded on test (eval-test/)
+pick_k_today() {  # pick_k_today NAME [DSP-PICK-K ARGS...]
+  local out=$WORK/$1
+  shift
+  dsp-pick-k --data "$DATA" --base "$BASE" --out "$out" --tolerance 0.5 "$@"
+  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$out/pruned.pt" --out "$out/eval-test"
+}
+probes_of() {  # probes_of FROM TO: TO a copy of dsp-pick-k folder FROM's probes (once)
+  [[ -d $2 ]] && return 0
+  rm -rf "$2.tmp" && mkdir -p "$2.tmp"
+  cp -a "$1"/runs "$1"/gate-init-scores.json "$1"/unpruned-valid "$2.tmp"/
+  mv "$2.tmp" "$2"
+}
+timed pick-k-tuned-s40 pick_k_today pick-k-tuned-s40 --recovery tuned
+timed pick-k-s40-copy probes_of "$WORK/pick-k-tuned-s40" "$WORK/pick-k-s40"
+timed pick-k-s40 pick_k_today pick-k-s40
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

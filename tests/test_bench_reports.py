@@ -418,7 +418,26 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     # model's heads: its own total, not 72
     pick = pick_goal_with("pick-k-refined", 32, 48)
     assert "K = 32 (16 of 48 heads removed, recovery best) | met |" in pick
-    for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined"):
+    # session 40's (today's gates) before all of them
+    pick = pick_goal_with("pick-k-s40", 50, 72)
+    assert "K = 50 (22 of 72 heads removed, recovery best) | **not met** |" in pick
+    # with --recovery tuned: session 40's before session 21's
+    tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
+    assert "not run yet" in tuned[-1]
+    (tmp_path / "pick-k-tuned").mkdir()
+    (tmp_path / "pick-k-tuned" / "pick.json").write_text(
+        json.dumps({"chosen_k": 54, "total_heads": 72, "recovery": "tuned"})
+    )
+    tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
+    assert "K = 54 (18 of 72 heads removed, recovery tuned)" in tuned[-1]
+    (tmp_path / "pick-k-tuned-s40").mkdir()
+    (tmp_path / "pick-k-tuned-s40" / "pick.json").write_text(
+        json.dumps({"chosen_k": 48, "total_heads": 72, "recovery": "tuned"})
+    )
+    tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
+    assert "K = 48 (24 of 72 heads removed, recovery tuned) | met |" in tuned[-1]
+    for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined", "pick-k-s40", "pick-k-tuned",
+                "pick-k-tuned-s40"):  # fmt: skip
         (tmp_path / run / "pick.json").unlink()
         (tmp_path / run).rmdir()
     versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))

@@ -128,3 +128,25 @@ def test_ct2_plot_from_the_committed_data(tmp_path):
         assert len(colours) == len({m["name"] for m in result["models"]
                                     if any(r["model"] == m["name"] and r["batch"] == 64
                                            for r in result["rows"])})  # fmt: skip
+
+
+def test_pick_k_frontier_from_the_committed_data_keeps_its_legend_off_the_probes(
+    tmp_path, monkeypatch
+):
+    """dsp-pick-k's plot of session 40's search (bench/recovery/pick-k-tuned-s40), whose BLEU
+    falls from K = 36 to 45 and jumps at 52: an axes legend in a corner hid two probes."""
+    import dsp_fairseq.plots.common as common
+    from dsp_fairseq.cli.pick_k import plot_frontier
+
+    result = json.loads((ROOT / "bench/recovery/pick-k-tuned-s40/pick.json").read_text())
+    figs = []
+    monkeypatch.setattr(common, "save_figure", lambda fig, output: figs.append(fig) or [])
+    plot_frontier(result, str(tmp_path / "frontier.png"))
+    (fig,) = figs
+    try:
+        legends, axes = legend_boxes(fig)
+        assert len(legends) == 1 and not any(lg.overlaps(ax) for lg in legends for ax in axes)
+        labels = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert labels == ["within 0.5 BLEU", "unpruned", "DSP", "chosen K"]
+    finally:
+        plt.close(fig)

@@ -17,7 +17,7 @@
 #           (tune-refit.sh: out_proj and fc2 trained towards the unpruned model for one epoch,
 #           the rest frozen, kept when it decodes valid better; the reconstructed model stays
 #           in PRUNED.untuned.pt, the run in PRUNED.tuned/): the best measured without a full
-#           fine-tune, 3-4 minutes more on 2 CPU cores (bench/RESULTS.md);
+#           fine-tune, 3-5 minutes more on 2 CPU cores (bench/RESULTS.md);
 #           reconstruct: refit the kept heads' output projections against the unpruned
 #           model on training batches (dsp-strip --reconstruct, a minute or two, no weight
 #           training); none: strip only

@@ -92,7 +92,7 @@
 #                   valid better; in SAVE_DIR/tuned/, the model it started from in
 #                   SAVE_DIR/pruned.untuned.pt). The best measured recovery without a full
 #                   fine-tune at every K (over 3 gate seeds, bench/RESULTS.md "The one command
-#                   with the tuned refit"); it adds 3-4 minutes on 2 CPU cores (one epoch
+#                   with the tuned refit"); it adds 3-5 minutes on 2 CPU cores (one epoch
 #                   of training, one validation decode), a little less than the gate run;
 #                   best: strip with the gate run's own weights and with the refit below
 #                   (one dsp-strip call writes both), score both on the validation set
