@@ -382,6 +382,25 @@ def test_search_refines_between_the_last_failing_and_the_first_passing_candidate
         assert all(ks[0] <= k <= ks[-1] for k in asked)
 
 
+def test_pick_k_table_says_where_bleu_falls_as_k_grows():
+    """The bisection assumes BLEU does not fall as K grows; session 40's search with the
+    tuned refit (bench/recovery/pick-k-tuned-s40) broke that below K = 45. pick.md says
+    where, so a reader knows a skipped K below the chosen one may pass too."""
+    from conftest import ROOT
+
+    from dsp_fairseq.cli.pick_k import falls_with_k, table_markdown
+
+    result = json.loads((ROOT / "bench/recovery/pick-k-tuned-s40/pick.json").read_text())
+    assert falls_with_k(result["probes"]) == [(36, 45), (49, 51)]
+    text = table_markdown(result)
+    assert "BLEU falls as K grows between K = 36 -> 45 (39.76 -> 39.57), 49 -> 51" in text
+    assert "(probe it with --ks)" in text
+    rising = [{"k": k, "valid_sacrebleu": 30.0 + k / 10, "delta": 0.0, "within": k > 40}
+              for k in (54, 36, 45)]  # fmt: skip
+    assert falls_with_k(rising) == []
+    assert "falls" not in table_markdown({**result, "probes": rising})
+
+
 def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
     """A probe's valid score is the one prune-pipelined.sh chose by: with --recovery tuned the
     tuned refit's choice, then the restarts' choice (--restarts), else --recovery best's; with

@@ -23,7 +23,7 @@ bisects the candidate list for the smallest K whose BLEU is at most
 ``--tolerance`` below the unpruned model's, then bisects the K between the last
 failing and the first passing candidate (``--refine-step``, default 1: the exact
 smallest K; 0: the candidates only). This assumes BLEU does not fall as K
-grows; every probed K is reported, so a violation is visible in the table.
+grows; every probed K is reported, and pick.md names the probes where it falls.
 
 Writes OUT/pick.json (the unpruned score, every probed K, the choice),
 OUT/pick.md (the table), OUT/frontier.{png,svg} (validation BLEU against K, with
@@ -40,7 +40,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .data_folder import DataFolderError, corpus_folder
 
@@ -139,6 +139,31 @@ def chosen_valid_bleu(row: str, recovery: str) -> Optional[float]:
     return None
 
 
+def falls_with_k(probes: Sequence[dict]) -> List[Tuple[int, int]]:
+    """(K, next probed K) wherever the larger K scores lower on valid. The bisection assumes
+    BLEU does not fall as K grows; where it does, a K below the chosen one that was never
+    probed may also be within the tolerance."""
+    rows = sorted(probes, key=lambda p: p["k"])
+    return [
+        (a["k"], b["k"])
+        for a, b in zip(rows, rows[1:])
+        if b["valid_sacrebleu"] < a["valid_sacrebleu"]
+    ]
+
+
+def falls_note(probes: Sequence[dict]) -> Optional[str]:
+    falls = falls_with_k(probes)
+    if not falls:
+        return None
+    score = {p["k"]: p["valid_sacrebleu"] for p in probes}
+    pairs = ", ".join(f"{a} -> {b} ({score[a]:.2f} -> {score[b]:.2f})" for a, b in falls)
+    return (
+        f"BLEU falls as K grows between K = {pairs}: the search assumes it does not, so a "
+        "K below the chosen one that it skipped may also be within the tolerance (probe it "
+        "with --ks)."
+    )
+
+
 def write_atomic(path: str, text: str) -> None:
     with open(path + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)
@@ -174,6 +199,8 @@ def table_markdown(result: dict) -> str:
         )
     chosen = result["chosen_k"]
     lines += ["", f"Chosen: K = {chosen}" if chosen else "No probed K is within the tolerance."]
+    note = falls_note(result["probes"])
+    lines += ["", note] if note else []
     return "\n".join(lines) + "\n"
 
 
