@@ -178,6 +178,8 @@ REBUILT_VARIANTS = (
         'labels, 540 updates of 2048 tokens (`--max-update 540 --train-args "--max-tokens 2048"`)',
     ),
     ("fe", 'labels, the shared embeddings frozen (`--train-args "--train-only layers"`)'),
+    # stage 6am (session 40): the recipe's fine-tune again at fine-tune seed 2 (its spread)
+    ("f2", "labels, the recipe's at fine-tune seed 2 (`--seed 2`)"),
 )
 
 

@@ -1040,6 +1040,12 @@ timed pick-k-tuned-s40 pick_k_today pick-k-tuned-s40 --recovery tuned
 timed pick-k-s40-copy probes_of "$WORK/pick-k-tuned-s40" "$WORK/pick-k-s40"
 timed pick-k-s40 pick_k_today pick-k-s40
 
+# 6am. session 40: the rebuilt models' labels fine-tune (6ak's) again at fine-tune seed 2, the
+# spread the recipe's data order gives; lines "f2-kK-sS" in split-rebuilt.txt
+for seed in 1 2 3; do
+  timed "split-rebuilt-f2-k18-s$seed" ft_split f2 split-rebuilt.txt split-rebuilt 18 "$seed" --seed 2
+done
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)

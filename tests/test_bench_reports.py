@@ -1206,14 +1206,16 @@ def test_the_rebuilt_models_finetune_variants_sit_beside_their_own_labels_finetu
         + ft.format("ft", 1, 39.0, 40.0) + ft.format("hb", 1, 39.4, 40.2)
         + ft.format("ft", 2, 39.2, 40.2) + ft.format("hb", 2, 39.6, 40.6)
         + ft.format("ft", 3, 38.8, 39.8) + ft.format("fe", 1, 39.1, 40.1)
+        + ft.format("f2", 1, 39.3, 40.3)
     )  # fmt: skip
     text = spliced(tmp_path, "split-rebuilt")
     assert [r for r in text.splitlines() if r.startswith("| 18")] == [
-        "| 18 | 1 | 39.00 (40.00) | 39.40 (40.20) | 39.10 (40.10) |",
-        "| 18 | 2 | 39.20 (40.20) | 39.60 (40.60) | - |",
-        "| 18 | 3 | 38.80 (39.80) | - | - |",
+        "| 18 | 1 | 39.00 (40.00) | 39.40 (40.20) | 39.10 (40.10) | 39.30 (40.30) |",
+        "| 18 | 2 | 39.20 (40.20) | 39.60 (40.60) | - | - |",
+        "| 18 | 3 | 38.80 (39.80) | - | - | - |",
     ]
     assert "540 updates of 2048 tokens" in text and "embeddings frozen" in text
+    assert "fine-tune seed 2" in text  # stage 6am's column: the recipe's data-order spread
 
 
 def test_readme_table_shows_the_recipes_type_split():
