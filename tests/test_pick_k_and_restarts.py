@@ -115,10 +115,13 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
         )  # fmt: skip
 
     # --recovery tuned (the recipe's default) afterwards: best's choice kept (nothing trained,
-    # stripped or decoded again), the tuned refit of the model it chose on top
+    # stripped or decoded again), the tuned refit of the model it chose on top, with the
+    # options of --tune-args (its dropout: 0.1 by default)
     kept = {p: p.stat().st_mtime_ns for p in probe.glob("valid-*/score.json")}
     gates = {p: p.stat().st_mtime_ns for p in probe.glob("checkpoint*.pt")}
-    proc = pipelined("--recovery", "tuned")
+    proc = pipelined("--recovery", "tuned", "--tune-args", "--dropout 0 --lr 2e-4")
+    tune_log = (probe / "tuned/run/train.log").read_text()
+    assert " dropout=0.0," in tune_log and "'lr': [0.0002]" in tune_log
     assert "strip the heads" not in proc.stdout
     assert {p: p.stat().st_mtime_ns for p in probe.glob("valid-*/score.json")} == kept
     assert {p: p.stat().st_mtime_ns for p in probe.glob("checkpoint*.pt")} == gates
@@ -399,6 +402,9 @@ def test_pick_k_table_says_where_bleu_falls_as_k_grows():
               for k in (54, 36, 45)]  # fmt: skip
     assert falls_with_k(rising) == []
     assert "falls" not in table_markdown({**result, "probes": rising})
+    # the tuning's options (--tune-args) are named beside the recovery
+    assert "recovery tuned." in text
+    assert "recovery tuned (--dropout 0)." in table_markdown({**result, "tune_args": "--dropout 0"})
 
 
 def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
@@ -425,8 +431,8 @@ def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
 
 
 def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, monkeypatch):
-    """dsp-pick-k --restarts 3 --restart-metric nll: each probe is prune-pipelined.sh with
-    both options, scored by the valid sacreBLEU its restarts' choice recorded; pick.json and
+    """dsp-pick-k --restarts 3 --restart-metric nll (and --tune-args): each probe is
+    prune-pipelined.sh with these options, scored by the valid sacreBLEU its restarts' choice recorded; pick.json and
     pick.md say how the runs were chosen. (The recipes are replaced by a recorder: the
     restarts themselves run in test_restarts_keep_the_gate_run_that_decodes_valid_best.)"""
     from dsp_fairseq.cli import pick_k
@@ -450,17 +456,18 @@ def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, mo
     code, stdout, err = call_cli(
         pick_k.main, "--data", baseline / "data", "--base", baseline / "baseline/checkpoint_best.pt",
         "--out", out, "--ks", "6,12", "--tolerance", "3", "--refine-step", "0", "--restarts", "3",
-        "--restart-metric", "nll", "--type-split", "proportional",
+        "--restart-metric", "nll", "--type-split", "proportional", "--tune-args", "--dropout 0",
     )  # fmt: skip
     assert code == 0, err[-3000:]
     assert [name for name, _ in calls] == ["prune-pipelined.sh"] * 2
     for _, args in calls:
         assert args[args.index("--restarts") + 1] == "3"
+        assert args[args.index("--tune-args") + 1] == "--dropout 0"
         assert args[args.index("--restart-metric") + 1] == "nll"
         assert args[args.index("--type-split") + 1] == "proportional"
     result = json.loads((out / "pick.json").read_text())
     assert result["restarts"] == 3 and result["restart_metric"] == "nll"
-    assert result["type_split"] == "proportional"
+    assert result["type_split"] == "proportional" and result["tune_args"] == "--dropout 0"
     assert result["chosen_k"] == 12 and [p["valid_sacrebleu"] for p in result["probes"]] == [36, 42]
     assert "best of 3 gate runs by valid NLL" in (out / "pick.md").read_text()
     assert (out / "pruned.pt").read_text() == f"the model of {out / 'runs/dsp-k12'}"

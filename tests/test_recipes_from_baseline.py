@@ -265,6 +265,7 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     epoch = pipelined_args.epoch_updates(str(work / "data/bin"), 1024, 1, positions)
     log = (tuned / "run/train.log").read_text()
     assert f"'max_update': {int(epoch)}" in log and "train_only='out_proj,fc2'" in log
+    assert " dropout=0.1," in log  # tune-refit.sh's default (--dropout)
     bleu = {c: json.loads((tuned / f"valid-{c}/score.json").read_text())["sacrebleu"]
             for c in ("untuned", "tuned")}  # fmt: skip
     chosen = "tuned" if bleu["tuned"] > bleu["untuned"] else "untuned"
@@ -283,6 +284,15 @@ def test_tuned_refit_trains_only_the_refit_layers_and_keeps_the_better_on_valid(
     assert [p for p in written if p.stat().st_mtime_ns != written[p]] == []
     proc = prune("--recovery", "retrained", check=False)
     assert proc.returncode != 0 and "--recovery must be reconstruct, tuned or none" in proc.stderr
+    # tune-refit.sh refuses a dropout that is not a probability, before any training
+    proc = run(
+        "bash", RECIPES / "tune-refit.sh", "--data", work / "data", "--pruned", out, "--base", base,
+        "--save-dir", tmp_path / "retune", "--dropout", "1.5", check=False,
+    )  # fmt: skip
+    assert (
+        proc.returncode != 0 and "--dropout takes a probability in [0, 1), not '1.5'" in proc.stderr
+    )
+    assert not (tmp_path / "retune").exists()
 
     # prune-pipelined.sh's gate init scores per sentence: importance's per-token file (written
     # above) is refused, not reused, and nothing is trained

@@ -172,6 +172,7 @@ def write_atomic(path: str, text: str) -> None:
 
 def table_markdown(result: dict) -> str:
     restarts = ""
+    tuning = f" ({result['tune_args']})" if result.get("tune_args") else ""
     if result.get("restarts", 1) > 1:
         by = " by valid NLL" if result.get("restart_metric") == "nll" else ""
         restarts = f", best of {result['restarts']} gate runs{by}"
@@ -180,7 +181,7 @@ def table_markdown(result: dict) -> str:
         f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU; gates trained "
         f"on {result.get('gate_objective', 'labels')} (started from "
         f"{result.get('gate_init', 'none')}), recovery {result.get('recovery', 'none')}"
-        f"{restarts}.",
+        f"{tuning}{restarts}.",
         f"Candidates: K = {', '.join(map(str, result['candidates']))}"
         + (
             f", then the K between the last failing and the first passing one, "
@@ -300,6 +301,12 @@ def main(argv=None) -> int:
         "training batches) or none",
     )
     parser.add_argument(
+        "--tune-args",
+        default="",
+        help="more tune-refit.sh options for --recovery tuned (prune-pipelined.sh --tune-args), "
+        'e.g. "--dropout 0"',
+    )
+    parser.add_argument(
         "--restarts",
         type=int,
         default=1,
@@ -403,8 +410,8 @@ def main(argv=None) -> int:
                 "--gate-init", args.gate_init,
                 "--importance-scores", os.path.join(args.out, "gate-init-scores.json"),
                 "--importance-args", args.importance_args,
-                "--gen-args", args.gen_args, "--restarts", args.restarts,
-                "--restart-metric", args.restart_metric, "--gate-epochs", args.gate_epochs,
+                "--gen-args", args.gen_args, "--tune-args", args.tune_args,
+                "--restarts", args.restarts, "--restart-metric", args.restart_metric, "--gate-epochs", args.gate_epochs,
                 *(("--type-split", args.type_split) if args.type_split else ()),
             )  # fmt: skip
             bleu = chosen_valid_bleu(row, args.recovery)
@@ -431,6 +438,7 @@ def main(argv=None) -> int:
         "total_heads": total,
         "tolerance": args.tolerance,
         "recovery": args.recovery,
+        "tune_args": args.tune_args,
         "gate_objective": args.gate_objective,
         "gate_init": args.gate_init,
         "importance_args": args.importance_args,

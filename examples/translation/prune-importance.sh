@@ -6,6 +6,7 @@
 #   prune-importance.sh --data DIR --base BASE.pt --heads-to-keep K --output PRUNED.pt
 #                       [--scores SCORES.json] [--importance-args "ARGS"] [--random] [--seed S]
 #                       [--recovery tuned|reconstruct|none] [--reconstruct-args "ARGS"]
+#                       [--tune-args "ARGS"]
 #                       [--preset iwslt|cpu-small] [--gen-args "ARGS"]
 #
 # --scores  where the head-importance scores are (or will be) written; default
@@ -24,12 +25,13 @@
 # --seed    the random heads' seed, and the tuned refit's (data order)
 # --preset, --gen-args  the tuned refit's training preset and validation decodes' options
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
+# --tune-args  more tune-refit.sh options for --recovery tuned (e.g. "--dropout 0 --lr 1e-4")
 # Output: PRUNED.pt and PRUNED.strip.txt (dsp-strip's table). Existing outputs are kept.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" K="" OUTPUT="" SCORES="" RANDOM_HEADS=0 SEED=1 IMP_ARGS="" RECOVERY=tuned REC_ARGS=""
-PRESET=${PRESET:-iwslt} GEN_ARGS=""
+PRESET=${PRESET:-iwslt} GEN_ARGS="" TUNE_ARGS=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -42,6 +44,7 @@ while [[ $# -gt 0 ]]; do
     --seed) SEED=$2; shift 2 ;;
     --recovery) RECOVERY=$2; shift 2 ;;
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
+    --tune-args) TUNE_ARGS=$2; shift 2 ;;
     --preset) PRESET=$2; shift 2 ;;
     --gen-args) GEN_ARGS=$2; shift 2 ;;
     -h|--help) usage ;;
@@ -91,8 +94,9 @@ if [[ ! -s $STRIPPED || ! -s $STRIPPED_REPORT ]]; then
 fi
 if [[ $RECOVERY == tuned ]]; then
   tuned=${OUTPUT%.pt}.tuned
+  split_words TUNE "$TUNE_ARGS"
   bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$STRIPPED" --base "$BASE" --save-dir "$tuned" \
-    --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
+    --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" ${TUNE[@]+"${TUNE[@]}"} \
     || die "the tuned refit failed (see above); a rerun resumes it"
   cp "$tuned/pruned.pt" "$OUTPUT.tmp"
   { cat "$STRIPPED_REPORT"; tuning_line "$tuned"; } > "$REPORT.tmp"

@@ -9,6 +9,7 @@
 #                      [--validate-interval N|auto] [--snapshot-interval N] [--args-file F]
 #                      [--seed S] [--train-args "ARGS"] [--gate-objective distill|labels]
 #                      [--recovery tuned|best|reconstruct|none] [--reconstruct-args "ARGS"]
+#                      [--tune-args "ARGS"]
 #                      [--gate-init importance|none] [--importance-scores FILE]
 #                      [--importance-args "ARGS"] [--gen-args "ARGS"] [--restarts N]
 #                      [--restart-jobs J|auto] [--restart-metric bleu|nll] [--gate-epochs N]
@@ -106,6 +107,8 @@
 #                   (dsp-strip --reconstruct, a minute or two); none: strip only
 # --gen-args        more fairseq-generate arguments for --recovery best's validation decodes
 # --reconstruct-args  more dsp-strip reconstruction options (e.g. --calibration-batches 50)
+# --tune-args       more tune-refit.sh options for --recovery tuned (e.g. "--dropout 0 --lr 1e-4");
+#                   a finished tuning in SAVE_DIR/tuned is kept: another --save-dir to retune
 # --preset          optimisation settings (the learning rate only matters to the gates'
 #                   Adam state: gate logits train at --gate-lr); default $PRESET or iwslt
 # --restarts N      train the gates N times, with seeds S, S+1, ..., S+N-1 (--seed S), each in
@@ -139,6 +142,7 @@ set -euo pipefail
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=tuned REC_ARGS=""
+TUNE_ARGS=""
 OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1 METRIC=bleu
 TYPE_SPLIT=""
 DSP_TYPE_SPLIT=auto  # the dsp gates' default --type-split (bench/layout_split.py reads it)
@@ -163,6 +167,7 @@ while [[ $# -gt 0 ]]; do
     --gate-objective) OBJECTIVE=$2; shift 2 ;;
     --gen-args) GEN_ARGS=$2; shift 2 ;;
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
+    --tune-args) TUNE_ARGS=$2; shift 2 ;;
     --gate-init) GATE_INIT=$2; shift 2 ;;
     --importance-scores) SCORES=$2; shift 2 ;;
     --importance-args) IMP_ARGS=$2; shift 2 ;;
@@ -239,7 +244,8 @@ mkdir -p "$SAVE"
 # scored the model (a restart's), so that the tuning does not decode it again.
 tune_chosen() {
   [[ $RECOVERY == tuned ]] || return 0
-  local scored
+  local scored tune
+  split_words tune "$TUNE_ARGS"
   scored=$SAVE${1:+/$1}/valid-$(chosen_of "$SAVE/recovery.json")/score.json
   if [[ ! -f $SAVE/pruned.untuned.pt ]]; then
     rm -rf "$SAVE/tuned"  # a tuning without its start is another model's
@@ -248,7 +254,7 @@ tune_chosen() {
   fi
   bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$SAVE/pruned.untuned.pt" --base "$BASE" \
     --save-dir "$SAVE/tuned" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
-    --untuned-score "$scored" || die "the tuned refit failed (see above); a rerun resumes it"
+    --untuned-score "$scored" ${tune[@]+"${tune[@]}"} || die "the tuned refit failed (see above); a rerun resumes it"
   if ! cmp -s "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt"; then
     cp "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt.tmp"
     mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"

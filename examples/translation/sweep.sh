@@ -6,7 +6,7 @@
 #            [--validate-interval N] [--train-args "ARGS"] [--gate-args "ARGS"]
 #            [--joint-args "ARGS"] [--gen-args "ARGS"] [--finetune-updates N] [--valid]
 #            [--importance-args "ARGS"] [--recovery reconstruct|tuned|none]
-#            [--reconstruct-args "ARGS"] [--gate-objective distill|labels]
+#            [--reconstruct-args "ARGS"] [--tune-args "ARGS"] [--gate-objective distill|labels]
 #            [--gate-init importance|none] [--restarts N] [--restart-jobs J|auto]
 #            [--restart-metric bleu|nll] [--gate-epochs N] [--type-split auto|free|proportional]
 #            [--no-plots]
@@ -56,6 +56,7 @@
 #              per row on 2 cores; prune-pipelined.sh's one command is dsp+best+tuned, listed
 #              with --valid); none: only the rows listed
 # --reconstruct-args  dsp-reconstruct options for +rec rows (e.g. --calibration-batches 50)
+# --tune-args  tune-refit.sh options for +tuned rows (e.g. "--dropout 0 --lr 1e-4")
 # --ks       comma-separated heads to keep (default 6,12,18,24,36,48)
 # --train-args  fairseq-train arguments for every training run (pipelined and joint)
 # --gate-objective  what pipelined gates train on (prune-pipelined.sh --gate-objective;
@@ -92,7 +93,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" BASE="" OUT="" METHODS=dsp,ste,hard-concrete,importance,random KS=6,12,18,24,36,48
-PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" FT_LR="" FT_AVERAGE="" VALID=0 RECOVERY=reconstruct REC_ARGS=""
+PRESET=${PRESET:-iwslt} SEED=1 L0=0.01 SNAP=0 VALIDATE=auto TRAIN_ARGS="" GATE_ARGS="" JOINT_ARGS="" GEN_ARGS="" IMP_ARGS="" PLOTS=1 FT_UPDATES=270 FT_DROPOUT="" FT_LR="" FT_AVERAGE="" VALID=0 RECOVERY=reconstruct REC_ARGS="" TUNE_ARGS=""
 OBJECTIVE="" GATE_INIT="" RESTARTS=1 RESTART_JOBS=auto RESTART_METRIC=bleu GATE_EPOCHS=1 TYPE_SPLIT=""
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -119,6 +120,7 @@ while [[ $# -gt 0 ]]; do
     --valid) VALID=1; shift ;;
     --recovery) RECOVERY=$2; shift 2 ;;
     --reconstruct-args) REC_ARGS=$2; shift 2 ;;
+    --tune-args) TUNE_ARGS=$2; shift 2 ;;
     --gate-objective) OBJECTIVE=$2; shift 2 ;;
     --gate-init) GATE_INIT=$2; shift 2 ;;
     --restarts) RESTARTS=$2; shift 2 ;;
@@ -266,8 +268,10 @@ for m in "${METHOD_LIST[@]}"; do
           start_valid=$OUT/runs/$src-k$k/eval-valid/score.json
           [[ $VALID == 1 && -s $start_valid && $start_valid -nt $source_ckpt ]] \
             && untuned=(--untuned-score "$start_valid")
+          split_words TUNE "$TUNE_ARGS"
           bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$source_ckpt" --base "$BASE" \
             --save-dir "$row" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" "${untuned[@]}" \
+            ${TUNE[@]+"${TUNE[@]}"} \
             || die "the tuned refit of $src failed (see above); a rerun resumes it"
           say "  $(tuning_line "$row")"
         else
