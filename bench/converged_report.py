@@ -42,6 +42,7 @@ from layout_split import (
     variant_lines,
     variant_runs,
 )
+from tune_dropout import TUNE_DROPOUT_FILE, tune_dropout_lines, tune_dropout_runs
 
 LABELS = {
     "dsp": "pipelined DSP, plain gates (labels, frozen model)",
@@ -1100,6 +1101,9 @@ def main() -> int:
         parts["split-batch"] = "\n".join(variant_lines(batch, BATCH_VARIANTS))
     if args.marker == "recovery" and rebuilt:  # stage 6ak: batch size, frozen embeddings
         parts["split-rebuilt"] = "\n".join(variant_lines(rebuilt, REBUILT_VARIANTS))
+    tune_dropout = tune_dropout_runs(os.path.join(args.dir, TUNE_DROPOUT_FILE))
+    if args.marker == "recovery" and tune_dropout:  # stage 6an: the tuning's dropout
+        parts["tune-dropout"] = "\n".join(tune_dropout_lines(tune_dropout))
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(

@@ -180,6 +180,11 @@ REBUILT_VARIANTS = (
     ("fe", 'labels, the shared embeddings frozen (`--train-args "--train-only layers"`)'),
     # stage 6am (session 40): the recipe's fine-tune again at fine-tune seed 2 (its spread)
     ("f2", "labels, the recipe's at fine-tune seed 2 (`--seed 2`)"),
+    # stage 6an (session 41): the recipe's fine-tune of the model tuned without dropout
+    (
+        "t0",
+        "labels, the recipe's, of the model tuned at dropout 0 (tune-refit.sh's default since session 41)",
+    ),
 )
 
 

@@ -113,7 +113,7 @@ publish() {
   done
   local pick
   for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned pick-k-refined \
-              pick-k-tuned-s40 pick-k-s40; do
+              pick-k-tuned-s40 pick-k-s40 pick-k-tuned-d0; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -172,6 +172,9 @@ fi
 # Every gate run before stage 6ah (sessions 1-35) chose its K heads among all heads
 # (--type-split free; stage 6ah's give their per-type budgets themselves)
 FREE_SPLIT=(--type-split free)
+# Every tuned refit before stage 6an (sessions 20-40) trained at dropout 0.1, tune-refit.sh's
+# default until session 41 (0 since)
+OLD_TUNE=(--tune-args "--dropout 0.1")
 OLD_GATES=(--validate-interval 54 --importance-args "--granularity token" "${FREE_SPLIT[@]}")
 OLD_PICK_K=(--gate-args "--validate-after-updates 0" --importance-args "--granularity token"
             "${FREE_SPLIT[@]}")
@@ -658,7 +661,7 @@ timed tuned-refit-gate18-s3-lr5e-4 tune_refit gate18-s3 "$WORK/gate-layers/g18-s
 timed tuned-refit-imp18-lr5e-4-s3 tune_refit imp18 "$WORK/sweep/runs/importance+rec-k18/pruned.pt" 5e-4 3
 timed tuned-refit-ft-gate18-s2 ft_tuned gate18-s2-lr5e-4
 timed pick-k-tuned dsp-pick-k --data "$DATA" --base "$BASE" --out "$WORK/pick-k-tuned" --tolerance 0.5 \
-  --recovery tuned "${OLD_PICK_K[@]}"
+  --recovery tuned "${OLD_PICK_K[@]}" "${OLD_TUNE[@]}"
 
 # 6x. session 22: dsp-pick-k with every default again, now that it refines between the H/8
 # grid's last failing and first passing K one head at a time (--refine-step 1)
@@ -680,7 +683,8 @@ one_command() {  # one_command NAME K SEED [PRUNE-PIPELINED ARGS...]: the README
   [[ $seed == 1 ]] || dir=k$k-s$seed
   local save=$WORK/$name/$dir out=$OUT/$name.txt
   bash "$RECIPES/prune-pipelined.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
-    --save-dir "$save" --preset cpu-small --recovery tuned --seed "$seed" "${FREE_SPLIT[@]}" "$@"
+    --save-dir "$save" --preset cpu-small --recovery tuned --seed "$seed" "${FREE_SPLIT[@]}" \
+    "${OLD_TUNE[@]}" "$@"
   took=$(( SECONDS - start ))
   line="k$k-s$seed: recovery best -> $(field "$save/recovery.json" chosen)"
   for m in untuned tuned; do
@@ -722,7 +726,7 @@ importance_tuned() {  # importance_tuned K SEED: prune-importance.sh --recovery 
   done
   bash "$RECIPES/prune-importance.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
     --output "$dir/imp$1-s$2.pt" --scores "$WORK/pick-k-refined/importance.json" \
-    --recovery tuned --seed "$2" --preset cpu-small
+    --recovery tuned --seed "$2" --preset cpu-small "${OLD_TUNE[@]}"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$dir/imp$1-s$2.pt" --out "$dir/eval-test-imp$1-s$2"
   local tune=$dir/imp$1-s$2.tuned/tune.json
   line="imp$1-s$2: untuned valid $(field "$tune" valid_sacrebleu.untuned)"
@@ -1036,7 +1040,7 @@ probes_of() {  # probes_of FROM TO: TO a copy of dsp-pick-k folder FROM's probes
   cp -a "$1"/runs "$1"/gate-init-scores.json "$1"/unpruned-valid "$2.tmp"/
   mv "$2.tmp" "$2"
 }
-timed pick-k-tuned-s40 pick_k_today pick-k-tuned-s40 --recovery tuned
+timed pick-k-tuned-s40 pick_k_today pick-k-tuned-s40 --recovery tuned "${OLD_TUNE[@]}"
 timed pick-k-s40-copy probes_of "$WORK/pick-k-tuned-s40" "$WORK/pick-k-s40"
 timed pick-k-s40 pick_k_today pick-k-s40
 
@@ -1045,6 +1049,67 @@ timed pick-k-s40 pick_k_today pick-k-s40
 for seed in 1 2 3; do
   timed "split-rebuilt-f2-k18-s$seed" ft_split f2 split-rebuilt.txt split-rebuilt 18 "$seed" --seed 2
 done
+
+# 6an. session 41: the tuned refit without dropout (tune-refit.sh --dropout 0, its default
+# since). 6al's tuning decoded valid lower than its start at K = 45, 51 and 54; there it also
+# ended with a higher validation loss (its own objective, KL + hidden states) than it started
+# from: the student trained at dropout 0.1 towards a teacher without. So the tuning again at
+# dropout 0 from the same starts, 6al's tuned search's probes at K = 36, 45, 52, 54 and 6ak's
+# rebuilt split H/4 one commands (gate seeds 1-3), each beside its recorded tuning at 0.1; line
+# NAME in tune-dropout.txt: valid sacreBLEU (the recipe's choice numbers), test_2016 and the
+# validation loss terms of the start, the 0.1 tuning and the 0 tuning. Then the recipe's labels
+# fine-tune of the H/4 ones ("t0-k18-sS" in split-rebuilt.txt), and dsp-pick-k --recovery tuned
+# with the new default in pick-k-tuned-d0, its probes copies of 6al's tuned search's with their
+# tuning removed (trained again by the search where it probes them)
+valid_terms() {  # valid_terms CKPT: validation loss, KL and hidden-state term towards BASE
+  fairseq-validate "$DATA/bin" --user-dir "$ROOT/dsp_fairseq" --path "$1" --task translation \
+    --criterion dsp_distillation --teacher "$BASE" --distill-weight 1 --distill-hidden-weight 1 \
+    --max-tokens 4096 --log-format json --num-workers 0 2>&1 \
+    | python -c 'import json,sys; d=[json.loads(l.split("| valid | ")[1]) for l in sys.stdin if "| valid | " in l][-1]; print("loss %s kl %s hidden %s" % (d["valid_loss"], d["valid_distill_kl"], d["valid_distill_hidden"]))'
+}
+tune_dropout() {  # tune_dropout NAME RUN: RUN a prune-pipelined.sh --recovery tuned folder
+  local name=$1 run=$2 save=$WORK/tune-dropout/$1 out=$OUT/tune-dropout.txt line m ckpt valid
+  bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$run/pruned.untuned.pt" --base "$BASE" \
+    --save-dir "$save" --preset cpu-small --seed 1 --dropout 0 \
+    --untuned-score "$run/valid-$(field "$run/recovery.json" chosen)/score.json"
+  line="$name:"
+  for m in start d0.1 d0; do
+    case $m in
+      start) ckpt=$run/pruned.untuned.pt valid=$(field "$save/tune.json" valid_sacrebleu.untuned) ;;
+      d0.1) ckpt=$run/tuned/run/pruned.pt valid=$(field "$run/tuned/tune.json" valid_sacrebleu.tuned) ;;
+      d0) ckpt=$save/run/pruned.pt valid=$(field "$save/tune.json" valid_sacrebleu.tuned) ;;
+    esac
+    bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$ckpt" --out "$save/test-$m"
+    line+=" $m valid $valid test $(field "$save/test-$m/score.json" sacrebleu) $(valid_terms "$ckpt");"
+  done
+  touch "$out"
+  grep -q "^$name:" "$out" || echo "${line%;}" >> "$out"
+}
+for k in 36 45 52 54; do
+  timed "tune-d0-pick-k$k" tune_dropout "pick-k$k" "$WORK/pick-k-tuned-s40/runs/dsp-k$k"
+done
+for seed in 1 2 3; do
+  dir=k18 && [[ $seed == 1 ]] || dir=k18-s$seed
+  timed "tune-d0-split-k18-s$seed" tune_dropout "split-k18-s$seed" "$WORK/split-rebuilt/$dir"
+  timed "split-rebuilt-t0-k18-s$seed" finetune_line "t0-k18-s$seed" "$WORK/tune-dropout/ft-split-k18-s$seed" \
+    "$OUT/split-rebuilt.txt" --pruned "$WORK/tune-dropout/split-k18-s$seed/pruned.pt" --seed 1 --lr 5e-4
+done
+untuned_probes() {  # untuned_probes FROM TO: TO a copy of dsp-pick-k folder FROM's probes, each
+  # back to its tuning's start (pruned.pt, strip.txt; tuned/ removed), so the search tunes again
+  local d
+  [[ -d $2 ]] && return 0
+  probes_of "$1" "$2.tmp"
+  for d in "$2.tmp"/runs/dsp-k*; do
+    [[ -f $d/pruned.untuned.pt ]] || continue
+    rm -rf "$d/tuned"
+    cp "$d/pruned.untuned.pt" "$d/pruned.pt"
+    grep -v '^recovery: tuned refit' "$d/strip.txt" > "$d/strip.txt.tmp" || true
+    mv "$d/strip.txt.tmp" "$d/strip.txt"
+  done
+  mv "$2.tmp" "$2"
+}
+timed pick-k-tuned-d0-copy untuned_probes "$WORK/pick-k-tuned-s40" "$WORK/pick-k-tuned-d0"
+timed pick-k-tuned-d0 pick_k_today pick-k-tuned-d0 --recovery tuned
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

@@ -1206,16 +1206,50 @@ def test_the_rebuilt_models_finetune_variants_sit_beside_their_own_labels_finetu
         + ft.format("ft", 1, 39.0, 40.0) + ft.format("hb", 1, 39.4, 40.2)
         + ft.format("ft", 2, 39.2, 40.2) + ft.format("hb", 2, 39.6, 40.6)
         + ft.format("ft", 3, 38.8, 39.8) + ft.format("fe", 1, 39.1, 40.1)
-        + ft.format("f2", 1, 39.3, 40.3)
+        + ft.format("f2", 1, 39.3, 40.3) + ft.format("t0", 2, 39.5, 40.5)
     )  # fmt: skip
     text = spliced(tmp_path, "split-rebuilt")
     assert [r for r in text.splitlines() if r.startswith("| 18")] == [
-        "| 18 | 1 | 39.00 (40.00) | 39.40 (40.20) | 39.10 (40.10) | 39.30 (40.30) |",
-        "| 18 | 2 | 39.20 (40.20) | 39.60 (40.60) | - | - |",
-        "| 18 | 3 | 38.80 (39.80) | - | - | - |",
+        "| 18 | 1 | 39.00 (40.00) | 39.40 (40.20) | 39.10 (40.10) | 39.30 (40.30) | - |",
+        "| 18 | 2 | 39.20 (40.20) | 39.60 (40.60) | - | - | 39.50 (40.50) |",
+        "| 18 | 3 | 38.80 (39.80) | - | - | - | - |",
     ]
     assert "540 updates of 2048 tokens" in text and "embeddings frozen" in text
     assert "fine-tune seed 2" in text  # stage 6am's column: the recipe's data-order spread
+    assert "tuned at dropout 0" in text  # stage 6an's: the fine-tune of the d0-tuned model
+
+
+def test_tuning_dropout_table_sets_both_tunings_beside_their_start(tmp_path):
+    """Stage 6an: tune-dropout.txt's lines (start, the tuning at dropout 0.1 and at 0 of the
+    same start: valid, test, validation loss terms) as one row each, the pick-k probes first,
+    then the mean of the split's gate seeds; a line missing a model is left out."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+
+    def model(m, valid, test, loss):
+        return f" {m} valid {valid} test {test} loss {loss} kl 0.1 hidden 0.05"
+
+    lines = [
+        "split-k18-s1:" + model("start", 35.2, 34.8, 1.028) + ";" + model("d0.1", 37.26, 37.44, 0.677)
+        + ";" + model("d0", 38.12, 37.37, 0.642),
+        "split-k18-s2:" + model("start", 34.89, 34.45, 1.064) + ";" + model("d0.1", 37.57, 36.12, 0.684)
+        + ";" + model("d0", 38.51, 37.84, 0.637),
+        "pick-k54:" + model("start", 40.26, 39.9, 0.135) + ";" + model("d0.1", 39.87, 39.5, 0.171)
+        + ";" + model("d0", 40.05, 39.8, 0.134),
+        "pick-k45:" + model("start", 39.57, 39.0, 0.22) + ";" + model("d0", 40.03, 39.4, 0.196),
+    ]  # fmt: skip
+    (tmp_path / "tune-dropout.txt").write_text("# stage 6an\n" + "\n".join(lines) + "\n")
+    text = spliced(tmp_path, "tune-dropout")
+    rows = [r for r in text.splitlines() if r.startswith("| K = ")]
+    assert rows == [
+        "| K = 54, dsp-pick-k's probe (free) | 40.26 / 39.87 / 40.05 | 39.90 / 39.50 / 39.80 "
+        "| 0.135 / 0.171 / 0.134 |",
+        "| K = 18, split 6,6,6, gate seed 1 | 35.20 / 37.26 / 38.12 | 34.80 / 37.44 / 37.37 "
+        "| 1.028 / 0.677 / 0.642 |",
+        "| K = 18, split 6,6,6, gate seed 2 | 34.89 / 37.57 / 38.51 | 34.45 / 36.12 / 37.84 "
+        "| 1.064 / 0.684 / 0.637 |",
+        "| K = 18, split 6,6,6: mean of 2 | 35.05 / 37.41 / 38.31 | 34.62 / 36.78 / 37.61 "
+        "| 1.046 / 0.681 / 0.639 |",
+    ]
 
 
 def test_readme_table_shows_the_recipes_type_split():

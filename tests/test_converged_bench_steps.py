@@ -52,7 +52,7 @@ def test_only_selects_steps_by_comma_separated_patterns(fake_inputs):
     assert proc.stdout.split() == [
         "split-rebuilt-one-command-k18-s2", "split-rebuilt-hb-k18-s2",
         "split-rebuilt-ft-k18-s2", "split-rebuilt-fe-k18-s2", "split-rebuilt-f2-k18-s2",
-        "frontier",
+        "split-rebuilt-t0-k18-s2", "frontier",
     ]  # fmt: skip
 
 

@@ -116,12 +116,12 @@ def test_pick_k_end_to_end_strips_the_chosen_k(baseline, tmp_path):
 
     # --recovery tuned (the recipe's default) afterwards: best's choice kept (nothing trained,
     # stripped or decoded again), the tuned refit of the model it chose on top, with the
-    # options of --tune-args (its dropout: 0.1 by default)
+    # options of --tune-args (its dropout: 0 by default)
     kept = {p: p.stat().st_mtime_ns for p in probe.glob("valid-*/score.json")}
     gates = {p: p.stat().st_mtime_ns for p in probe.glob("checkpoint*.pt")}
-    proc = pipelined("--recovery", "tuned", "--tune-args", "--dropout 0 --lr 2e-4")
+    proc = pipelined("--recovery", "tuned", "--tune-args", "--dropout 0.2 --lr 2e-4")
     tune_log = (probe / "tuned/run/train.log").read_text()
-    assert " dropout=0.0," in tune_log and "'lr': [0.0002]" in tune_log
+    assert " dropout=0.2," in tune_log and "'lr': [0.0002]" in tune_log
     assert "strip the heads" not in proc.stdout
     assert {p: p.stat().st_mtime_ns for p in probe.glob("valid-*/score.json")} == kept
     assert {p: p.stat().st_mtime_ns for p in probe.glob("checkpoint*.pt")} == gates
