@@ -101,9 +101,9 @@ SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 # importance, validation in the second half, --type-split auto), session 22's (the grid refined
 # one head at a time), session 9's (gates started from head importance), session 7's (distill
 # gates, recovery best), session 5's (plain gates, reconstruct); with --recovery tuned:
-# session 40's, session 21's
+# session 41's (the tuning at dropout 0), session 40's, session 21's
 PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
-TUNED_PICK_RUNS = ("pick-k-tuned-s40", "pick-k-tuned")
+TUNED_PICK_RUNS = ("pick-k-tuned-d0", "pick-k-tuned-s40", "pick-k-tuned")
 
 
 # selections that do not depend on the seed (their seed folders hold the calibration

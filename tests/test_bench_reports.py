@@ -436,8 +436,15 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     )
     tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
     assert "K = 48 (24 of 72 heads removed, recovery tuned) | met |" in tuned[-1]
+    # session 41's (the tuning at dropout 0) before session 40's
+    (tmp_path / "pick-k-tuned-d0").mkdir()
+    (tmp_path / "pick-k-tuned-d0" / "pick.json").write_text(
+        json.dumps({"chosen_k": 44, "total_heads": 72, "recovery": "tuned"})
+    )
+    tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
+    assert "K = 44 (28 of 72 heads removed, recovery tuned) | met |" in tuned[-1]
     for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined", "pick-k-s40", "pick-k-tuned",
-                "pick-k-tuned-s40"):  # fmt: skip
+                "pick-k-tuned-s40", "pick-k-tuned-d0"):  # fmt: skip
         (tmp_path / run / "pick.json").unlink()
         (tmp_path / run).rmdir()
     versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))
