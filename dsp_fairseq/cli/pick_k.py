@@ -411,7 +411,8 @@ def main(argv=None) -> int:
                 "--importance-scores", os.path.join(args.out, "gate-init-scores.json"),
                 "--importance-args", args.importance_args,
                 "--gen-args", args.gen_args, "--tune-args", args.tune_args,
-                "--restarts", args.restarts, "--restart-metric", args.restart_metric, "--gate-epochs", args.gate_epochs,
+                "--restarts", args.restarts, "--restart-metric", args.restart_metric,
+                "--gate-epochs", args.gate_epochs,
                 *(("--type-split", args.type_split) if args.type_split else ()),
             )  # fmt: skip
             bleu = chosen_valid_bleu(row, args.recovery)
