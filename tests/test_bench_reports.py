@@ -424,25 +424,20 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     # with --recovery tuned: session 40's before session 21's
     tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
     assert "not run yet" in tuned[-1]
-    (tmp_path / "pick-k-tuned").mkdir()
-    (tmp_path / "pick-k-tuned" / "pick.json").write_text(
-        json.dumps({"chosen_k": 54, "total_heads": 72, "recovery": "tuned"})
-    )
-    tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
-    assert "K = 54 (18 of 72 heads removed, recovery tuned)" in tuned[-1]
-    (tmp_path / "pick-k-tuned-s40").mkdir()
-    (tmp_path / "pick-k-tuned-s40" / "pick.json").write_text(
-        json.dumps({"chosen_k": 48, "total_heads": 72, "recovery": "tuned"})
-    )
-    tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
-    assert "K = 48 (24 of 72 heads removed, recovery tuned) | met |" in tuned[-1]
+
+    def tuned_goal_with(run, chosen):  # the tuned goal line once RUN has chosen CHOSEN of 72
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "pick.json").write_text(
+            json.dumps({"chosen_k": chosen, "total_heads": 72, "recovery": "tuned"})
+        )
+        return [ln for ln in report_text(tmp_path).splitlines() if "removes at least" in ln][-1]
+
+    assert "K = 54 (18 of 72 heads removed, recovery tuned)" in tuned_goal_with("pick-k-tuned", 54)
+    tuned = tuned_goal_with("pick-k-tuned-s40", 48)
+    assert "K = 48 (24 of 72 heads removed, recovery tuned) | met |" in tuned
     # session 41's (the tuning at dropout 0) before session 40's
-    (tmp_path / "pick-k-tuned-d0").mkdir()
-    (tmp_path / "pick-k-tuned-d0" / "pick.json").write_text(
-        json.dumps({"chosen_k": 44, "total_heads": 72, "recovery": "tuned"})
-    )
-    tuned = [line for line in report_text(tmp_path).splitlines() if "removes at least" in line]
-    assert "K = 44 (28 of 72 heads removed, recovery tuned) | met |" in tuned[-1]
+    tuned = tuned_goal_with("pick-k-tuned-d0", 44)
+    assert "K = 44 (28 of 72 heads removed, recovery tuned) | met |" in tuned
     for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined", "pick-k-s40", "pick-k-tuned",
                 "pick-k-tuned-s40", "pick-k-tuned-d0"):  # fmt: skip
         (tmp_path / run / "pick.json").unlink()
