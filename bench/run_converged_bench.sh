@@ -1111,6 +1111,21 @@ untuned_probes() {  # untuned_probes FROM TO: TO a copy of dsp-pick-k folder FRO
 timed pick-k-tuned-d0-copy untuned_probes "$WORK/pick-k-tuned-s40" "$WORK/pick-k-tuned-d0"
 timed pick-k-tuned-d0 pick_k_today pick-k-tuned-d0 --recovery tuned
 
+# 6ao. session 42: the one command with today's defaults at H/2 and H/8 (the tuning at dropout 0
+# since 6an; --type-split auto since 6ah: one top-K at H/2, 3 heads of each attention type at
+# H/8), gate seeds 1-3, each followed by the recipe's fine-tune of its model; lines "kK-sS" and
+# "ft-kK-sS" in one-command-t0.txt. H/4 at today's defaults: 6an's tunings of 6ak's gate runs
+today_one_command() {  # today_one_command NAME K SEED: one_command without the older stages' pins
+  local -a FREE_SPLIT=() OLD_TUNE=()
+  one_command "$@"
+}
+for seed in 1 2 3; do
+  for k in 36 9; do
+    timed "one-command-t0-k$k-s$seed" today_one_command one-command-t0 "$k" "$seed"
+    timed "one-command-t0-ft-k$k-s$seed" ft_fast_default "$k" "$seed" one-command-t0
+  done
+done
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)
