@@ -374,6 +374,44 @@ def with_auto_split(cells: dict, seeds: dict) -> tuple:
     return cells, seeds
 
 
+# the recipes' default since session 41: the tuning at dropout 0 (tune-refit.sh --dropout 0),
+# the one command otherwise as AUTO's. H/2 and H/8: stage 6ao's runs (TODAY_FILE, "kK-sS" and
+# "ft-kK-sS" lines); H/4: stage 6an's tunings at 0 of stage 6ak's rebuilt split gate runs
+# (tune-dropout.txt "split-k18-sS": the start and the tuning at 0, the recipe keeping the tuning
+# where it decodes valid better; their fine-tunes "t0-k18-sS" in split-rebuilt.txt)
+TODAY = "today:dsp"
+TODAY_BEST = TODAY + "+best"
+TODAY_FT = TODAY + "+ft"
+TODAY_FILE = "one-command-t0.txt"
+_AT_D0 = " with the tuning at dropout 0 (tune-refit.sh's default since session 41)"
+LABELS[TODAY_BEST] = LABELS[FAST_DEFAULT_BEST] + ", `--type-split auto` (the tunings' starts below)"
+LABELS[TODAY] = LABELS[FAST_DEFAULT] + ", `--type-split auto`" + _AT_D0
+LABELS[TODAY_FT] = LABELS[TODAY] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
+
+
+def today_runs(directory: str) -> tuple:
+    """({K: [{"best", "one", "ft"}, ...]}, {K: [one command seconds]}) of the one command at
+    today's defaults (TODAY's sources above); the H/4 seconds are those of stage 6ak's one
+    commands, whose tuning (at 0.1) 6an repeated at 0."""
+    path = os.path.join(directory, TODAY_FILE)
+    runs = runs_of(one_command_lines(path), fine_tune_lines(path))
+    seconds = one_command_seconds(path)
+    rebuilt_path = os.path.join(directory, REBUILT_FILE)
+    rebuilt = fine_tune_lines(rebuilt_path)
+    tunings = tune_dropout_runs(os.path.join(directory, TUNE_DROPOUT_FILE))
+    for name, models in sorted(tunings.items()):
+        m = re.fullmatch(r"split-k([0-9]+)-s([0-9]+)", name)
+        if not m:
+            continue
+        start, tuned = ((models[x]["test"], models[x]["valid"]) for x in ("start", "d0"))
+        ft = rebuilt.get(f"t0-k{m[1]}-s{m[2]}", {}).get("best")
+        one = tuned if tuned[1] > start[1] else start
+        runs.setdefault(int(m[1]), []).append({"best": start, "one": one, "ft": ft})
+        if int(m[1]) not in seconds:
+            seconds[int(m[1])] = one_command_seconds(rebuilt_path).get(int(m[1]), [])
+    return runs, seconds
+
+
 def ft_lr_method(method: str, lr: str) -> str:
     """METHOD's fine-tune at constant learning rate LR (its label registered on first use)."""
     now = _DEFAULT_SINCE if lr == DEFAULT_FT_LR else ""
@@ -902,6 +940,7 @@ def main() -> int:
         for p in layout_files(args.dir)
     }
     split = proportional_runs(layouts)
+    today, today_seconds = today_runs(args.dir)
     # the distilled fine-tunes of the split's models beside their labels fine-tunes
     distilled = fine_tune_lines(os.path.join(args.dir, DISTILLED_FILE))
     batch = fine_tune_lines(os.path.join(args.dir, BATCH_FILE))  # stage 6aj: --update-freq 2
@@ -974,6 +1013,9 @@ def main() -> int:
         (PROPORTIONAL, {k: [r["one"] for r in v] for k, v in split.items()}),
         (PROPORTIONAL_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in split.items()}),
         (FAST_RESTARTS_FT, fast_restarts[1]),
+        (TODAY_BEST, {k: [r["best"] for r in v] for k, v in today.items()}),
+        (TODAY, {k: [r["one"] for r in v] for k, v in today.items()}),
+        (TODAY_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in today.items()}),
         (AUTO_KD, tagged_by_k(seeded_finetunes(distilled, "kd0.5"))),
         (AUTO_KD_HIDDEN, tagged_by_k(seeded_finetunes(distilled, "kd0.5-h1"))),
         (
@@ -1074,7 +1116,7 @@ def main() -> int:
     auto_cells, auto_seeds = with_auto_split(cells, seeds)
     goals = goal_lines(
         auto_cells, auto_seeds, float(base["sacrebleu"]), pick, tuned_pick, fast_seconds,
-        split_seconds, auto_seconds,
+        split_seconds, auto_seconds, today_seconds,
     )  # fmt: skip
     if args.marker == "recovery":  # the recovery table: the issue-17 goals only
         goals = goals[: goals.index("")]
@@ -1279,6 +1321,24 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
             f"[bench/recovery/{FAST_DEFAULT_FILE}](bench/recovery/{FAST_DEFAULT_FILE}) at H/2 "
             "(session 29: one top-K over all heads)"
         )
+    importance_tuning = ""
+    if newest(TODAY, "") == TODAY:  # today's defaults once they cover every K
+        one, best, ft_method = TODAY, TODAY_BEST, TODAY_FT
+        ft_files = (
+            f"[bench/recovery/{TODAY_FILE}](bench/recovery/{TODAY_FILE}) at H/2 and H/8 (stage "
+            "6ao) and, at H/4, stage 6ak's gate runs ([bench/recovery/"
+            f"{REBUILT_FILE}](bench/recovery/{REBUILT_FILE})) tuned again at dropout 0 (stage 6an, "
+            f"[bench/recovery/{TUNE_DROPOUT_FILE}](bench/recovery/{TUNE_DROPOUT_FILE})) and their "
+            "fine-tunes (`t0-` lines); the same gate runs in every DSP column"
+        )
+        runs_of_dsp = (
+            "gate seeds (DSP: today's defaults, the tuning at dropout 0, at K <= H/4 the K "
+            "heads split among the attention types by their heads)"
+        )
+        importance_tuning = (
+            " Head importance's columns: its tuning at dropout 0.1 (the default until session "
+            '41; `--tune-args "--dropout 0.1"`), not measured at 0 yet.'
+        )
     columns = (
         (one, "DSP, the one command (tuned refit)"),
         (best, "DSP, `--recovery best` (no weight training)"),
@@ -1301,7 +1361,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
         "fine-tune seeds; the fine-tune is the recipe's (270 updates, learning rate "
         f"{DEFAULT_FT_LR}, dropout 0.1, the average of the last {DEFAULT_AVERAGE} checkpoints) of "
         "the one command's model (its runs: the lines of "
-        f"{ft_files}); - not run.",
+        f"{ft_files}); - not run.{importance_tuning}",
         "",
         "| heads kept | " + " | ".join(label for _, label in columns) + " |",
         "|---|" + "---|" * len(columns),
@@ -1322,6 +1382,7 @@ def goal_lines(
     seconds=None,
     split_seconds=None,
     auto_seconds=None,
+    today_seconds=None,
 ) -> list:
     """The issue's goals, measured from the table: met, not met, or not measured yet.
     ``seconds``: {K: [wall seconds of the one command]} (fast-default.txt); ``split_seconds``
@@ -1449,6 +1510,13 @@ def goal_lines(
             "attention types by their heads where K <= H/4, one top-K over all heads above)",
             (AUTO, AUTO_BEST, AUTO_FT),
             auto_seconds,
+        ),
+        *variant_rows(
+            "the recipes' default since session 41 (the tuning at dropout 0; `--type-split "
+            "auto`; at H/4 stage 6ak's gate runs tuned again, their time the one command's with "
+            "the tuning at 0.1; head importance's one command tuned at 0.1)",
+            (TODAY, TODAY_BEST, TODAY_FT),
+            today_seconds,
         ),
         "| the recipes' default since session 36 + the recipe's 270-update fine-tune distilled "
         "from the unpruned model (session 37, `--teacher BASE`, KL weight 0.5): DSP + fine-tune "

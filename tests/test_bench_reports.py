@@ -1285,3 +1285,57 @@ def test_readme_table_shows_the_recipes_type_split():
     assert "| 9 of 72 (H/8) | 34.50 (34.00-35.00, 2 runs) | - | 38.00 (1 run) | - | - |" in auto
     assert "layout-e3-d3-c3.txt" in auto[0] and "fast-default.txt) at H/2" in auto[0]
     assert [cr.split_at(k) for k in (36, 19, 18, 9)] == [False, False, True, True]
+
+
+def test_readme_table_switches_to_todays_defaults_once_they_cover_every_k(tmp_path):
+    """Stage 6ao's one commands at H/2 and H/8 (one-command-t0.txt) and, at H/4, stage 6an's
+    tunings at dropout 0 of stage 6ak's gate runs (tune-dropout.txt's start and d0, the
+    recipe keeping the tuning only where it decodes valid better; split-rebuilt.txt's "t0-"
+    fine-tunes) are the README table's DSP columns once every K has runs; importance's columns
+    are then said to be tuned at 0.1."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    one = ("k{}-s{}: recovery best -> none; untuned test {} valid {}; tuned test {} valid {}; "
+           "kept tuned; one command {} s\n")  # fmt: skip
+    ft = "ft-k{}-s{}: best test {} valid {}; last test 30.0 valid 30.0; valid loss 2.0\n"
+    (tmp_path / "one-command-t0.txt").write_text(
+        one.format(36, 1, 37.6, 38.8, 39.0, 39.7, 800) + ft.format(36, 1, 40.1, 41.0)
+        + one.format(36, 2, 37.4, 38.6, 38.6, 39.3, 820)
+    )  # fmt: skip
+    model = " {} valid {} test {} loss 1.0 kl 0.1 hidden 0.05"
+    (tmp_path / "tune-dropout.txt").write_text(
+        "split-k18-s1:" + model.format("start", 35.2, 34.8) + ";" + model.format("d0.1", 37.2, 37.4)
+        + ";" + model.format("d0", 38.1, 37.3) + "\n"
+        # the tuning decodes valid worse than its start: the recipe keeps the start
+        "split-k18-s2:" + model.format("start", 36.0, 35.0) + ";" + model.format("d0.1", 37.5, 36.1)
+        + ";" + model.format("d0", 35.9, 36.6) + "\n"
+    )  # fmt: skip
+    (tmp_path / "split-rebuilt.txt").write_text(
+        "k18-s1: recovery best -> none; untuned test 34.8 valid 35.2; tuned test 37.4 valid 37.2;"
+        " kept tuned; one command 790 s\n" + ft.replace("ft-", "t0-").format(18, 1, 39.3, 40.4)
+    )  # fmt: skip
+    sys.path.insert(0, str(ROOT / "bench"))
+    import converged_report as cr
+
+    runs, seconds = cr.today_runs(str(tmp_path))
+    assert runs[18] == [
+        {"best": (34.8, 35.2), "one": (37.3, 38.1), "ft": (39.3, 40.4)},
+        {"best": (35.0, 36.0), "one": (35.0, 36.0), "ft": None},
+    ]
+    assert runs[36][1] == {"best": (37.4, 38.6), "one": (38.6, 39.3), "ft": None}
+    assert seconds == {36: [800, 820], 18: [790]}
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n")
+    splice_recovery(tmp_path, readme)
+    assert "| 36 of 72 (H/2) | 38.80 (38.60-39.00, 2 runs) |" not in readme.read_text()  # no H/8
+    (tmp_path / "one-command-t0.txt").write_text(
+        (tmp_path / "one-command-t0.txt").read_text() + one.format(9, 1, 32.0, 31.0, 35.0, 34.0, 700)
+    )  # fmt: skip
+    splice_recovery(tmp_path, readme)
+    text = readme.read_text()
+    rows = [r for r in text.splitlines() if r.startswith("| ") and " of 72 " in r]
+    assert [r.split(" | ")[1:4] for r in rows] == [
+        ["38.80 (38.60-39.00, 2 runs)", "37.50 (37.40-37.60, 2 runs)", "40.10 (1 run)"],
+        ["36.15 (35.00-37.30, 2 runs)", "34.90 (34.80-35.00, 2 runs)", "39.30 (1 run)"],
+        ["35.00 (1 run)", "32.00 (1 run)", "-"],
+    ]
+    assert "one-command-t0.txt" in text and "its tuning at dropout 0.1" in text
