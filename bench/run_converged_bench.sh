@@ -1126,6 +1126,20 @@ for seed in 1 2 3; do
   done
 done
 
+# 6ap. session 42: the gate run without dropout. The gate run trains out_proj and fc2 at the
+# preset's dropout 0.2 towards the unpruned model run without dropout (the mismatch 6an removed
+# from the tuning); the split H/4 one command of 6ak (gate seed 1, its per-type budget given
+# as there) with --train-args "... --dropout 0" and today's tuning, then the recipe's
+# fine-tune; paired with 6ak's run of the same seed tuned at 0 by 6an (tune-dropout.txt
+# "split-k18-s1", split-rebuilt.txt "t0-k18-s1"); lines "kK-sS" and "ft-kK-sS" in gate-dropout.txt
+gate_dropout() {  # gate_dropout K SEED
+  local -a OLD_TUNE=()
+  one_command gate-dropout "$1" "$2" \
+    --train-args "--heads-to-keep-per-type enc-self=6,dec-self=6,cross=6 --dropout 0"
+}
+timed gate-dropout-k18-s1 gate_dropout 18 1
+timed gate-dropout-ft-k18-s1 ft_fast_default 18 1 gate-dropout
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)
