@@ -399,6 +399,7 @@ def today_runs(directory: str) -> tuple:
     rebuilt_path = os.path.join(directory, REBUILT_FILE)
     rebuilt = fine_tune_lines(rebuilt_path)
     tunings = tune_dropout_runs(os.path.join(directory, TUNE_DROPOUT_FILE))
+    rebuilt_seconds = one_command_seconds(rebuilt_path)
     for name, models in sorted(tunings.items()):
         m = re.fullmatch(r"split-k([0-9]+)-s([0-9]+)", name)
         if not m:
@@ -407,8 +408,7 @@ def today_runs(directory: str) -> tuple:
         ft = rebuilt.get(f"t0-k{m[1]}-s{m[2]}", {}).get("best")
         one = tuned if tuned[1] > start[1] else start
         runs.setdefault(int(m[1]), []).append({"best": start, "one": one, "ft": ft})
-        if int(m[1]) not in seconds:
-            seconds[int(m[1])] = one_command_seconds(rebuilt_path).get(int(m[1]), [])
+        seconds.setdefault(int(m[1]), rebuilt_seconds.get(int(m[1]), []))
     return runs, seconds
 
 
