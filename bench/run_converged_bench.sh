@@ -715,25 +715,31 @@ timed tuned-default-k9 tuned_default 9
 for seed in 2 3; do
   for k in 36 18 9; do timed "tuned-default-k$k-s$seed" tuned_default "$k" "$seed"; done
 done
-importance_tuned() {  # importance_tuned K SEED: prune-importance.sh --recovery tuned --seed SEED
-  local dir=$WORK/importance-tuned out=$OUT/tuned-default.txt line f
+importance_command() {  # importance_command NAME OUTFILE K SEED [PRUNE-IMPORTANCE ARGS...]:
+  # prune-importance.sh --recovery tuned --seed SEED in WORK/NAME, one line "impK-sSEED" in OUTFILE
+  local name=$1 out=$2 k=$3 seed=$4 line f
+  local dir=$WORK/$name
+  shift 4
   mkdir -p "$dir"
   # the reconstructed start does not depend on the seed: another seed's is shared
-  for f in "$dir"/imp$1-s*.untuned.strip.txt; do
-    [[ -s $f && ! -s $dir/imp$1-s$2.untuned.pt ]] || continue
-    cp -p "${f%.strip.txt}.pt" "$dir/imp$1-s$2.untuned.pt"
-    cp -p "$f" "$dir/imp$1-s$2.untuned.strip.txt"
+  for f in "$dir"/imp$k-s*.untuned.strip.txt; do
+    [[ -s $f && ! -s $dir/imp$k-s$seed.untuned.pt ]] || continue
+    cp -p "${f%.strip.txt}.pt" "$dir/imp$k-s$seed.untuned.pt"
+    cp -p "$f" "$dir/imp$k-s$seed.untuned.strip.txt"
   done
-  bash "$RECIPES/prune-importance.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$1" \
-    --output "$dir/imp$1-s$2.pt" --scores "$WORK/pick-k-refined/importance.json" \
-    --recovery tuned --seed "$2" --preset cpu-small "${OLD_TUNE[@]}"
-  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$dir/imp$1-s$2.pt" --out "$dir/eval-test-imp$1-s$2"
-  local tune=$dir/imp$1-s$2.tuned/tune.json
-  line="imp$1-s$2: untuned valid $(field "$tune" valid_sacrebleu.untuned)"
+  bash "$RECIPES/prune-importance.sh" --data "$DATA" --base "$BASE" --heads-to-keep "$k" \
+    --output "$dir/imp$k-s$seed.pt" --recovery tuned --seed "$seed" --preset cpu-small "$@"
+  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$dir/imp$k-s$seed.pt" --out "$dir/eval-test-imp$k-s$seed"
+  local tune=$dir/imp$k-s$seed.tuned/tune.json
+  line="imp$k-s$seed: untuned valid $(field "$tune" valid_sacrebleu.untuned)"
   line+="; tuned valid $(field "$tune" valid_sacrebleu.tuned); kept $(field "$tune" chosen)"
-  line+="; test $(field "$dir/eval-test-imp$1-s$2/score.json" sacrebleu)"
+  line+="; test $(field "$dir/eval-test-imp$k-s$seed/score.json" sacrebleu)"
   touch "$out"
-  grep -q "^imp$1-s$2:" "$out" || echo "$line" >> "$out"
+  grep -q "^imp$k-s$seed:" "$out" || echo "$line" >> "$out"
+}
+importance_tuned() {  # importance_tuned K SEED: sessions 23-28's, per-token scores, tuning at 0.1
+  importance_command importance-tuned "$OUT/tuned-default.txt" "$1" "$2" \
+    --scores "$WORK/pick-k-refined/importance.json" "${OLD_TUNE[@]}"
 }
 timed importance-tuned-k36-s3 importance_tuned 36 3
 timed importance-tuned-k9-s2 importance_tuned 9 2
@@ -759,9 +765,13 @@ timed tuned-default-ft-k18-s1 ft_tuned_default 18 1
 # bench/score_line.py's best = the average, last = the final model). A second fine-tune seed
 # of the one command's models (lines "ft-kK-sG-fF"), and head importance's one command at
 # K = 18 (tuning seeds 1-3) with the recipe's fine-tune of each (lines "ft-imp18-sS")
-ft_importance_tuned() {  # ft_importance_tuned K SEED: fine-tune of importance's one command
-  finetune_line "ft-imp$1-s$2" "$WORK/importance-tuned/ft-imp$1-s$2" "$OUT/tuned-default.txt" \
-    --pruned "$WORK/importance-tuned/imp$1-s$2.pt" --seed 1
+ft_importance_tuned() {  # ft_importance_tuned K SEED [NAME OUTFILE [FINETUNE ARGS...]]: fine-tune
+  # of importance's one command in WORK/NAME (default importance-tuned; its line in OUTFILE,
+  # default tuned-default.txt; finetune_and_score.sh's learning rate 3e-4 unless ARGS say)
+  local k=$1 seed=$2 name=${3:-importance-tuned} out=${4:-$OUT/tuned-default.txt}
+  shift $(( $# < 4 ? $# : 4 ))
+  finetune_line "ft-imp$k-s$seed" "$WORK/$name/ft-imp$k-s$seed" "$out" \
+    --pruned "$WORK/$name/imp$k-s$seed.pt" --seed 1 "$@"
 }
 for seed in 1 2 3; do timed "tuned-default-ft-k18-s$seed-f2" ft_tuned_default 18 "$seed" 2; done
 for seed in 1 2 3; do
@@ -1139,6 +1149,20 @@ gate_dropout() {  # gate_dropout K SEED
 }
 timed gate-dropout-k18-s1 gate_dropout 18 1
 timed gate-dropout-ft-k18-s1 ft_fast_default 18 1 gate-dropout
+
+# 6aq. session 43: head importance's one command at today's defaults (prune-importance.sh
+# --recovery tuned with its own scores: dsp-importance per sentence on valid, computed once
+# into WORK/importance-t0/importance.json; the tuning at dropout 0), K = 18, 36 and 9, tuning
+# seeds 1-3, each followed by the recipe's fine-tune of its model (learning rate 5e-4, as
+# ft_fast_default); lines "impK-sS" and "ft-impK-sS" in importance-t0.txt, the README table's
+# importance columns beside 6ao's DSP
+for k in 18 36 9; do
+  for seed in 1 2 3; do
+    timed "importance-t0-k$k-s$seed" importance_command importance-t0 "$OUT/importance-t0.txt" "$k" "$seed"
+    timed "importance-t0-ft-k$k-s$seed" ft_importance_tuned "$k" "$seed" importance-t0 "$OUT/importance-t0.txt" \
+      --lr 5e-4
+  done
+done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
