@@ -412,6 +412,69 @@ def today_runs(directory: str) -> tuple:
     return runs, seconds
 
 
+# head importance's one command at today's defaults (stage 6aq, session 43): prune-importance.sh
+# with its own scores (dsp-importance per token on valid) and the tuning at dropout 0, tuning
+# seeds 1-3; "impK-sS" lines as tuned-default.txt's and their fine-tunes "ft-impK-sS" (learning
+# rate DEFAULT_FT_LR) in TODAY_IMP_FILE
+TODAY_IMP = "today:importance"
+TODAY_IMP_FT = TODAY_IMP + "+ft"
+TODAY_IMP_FILE = "importance-t0.txt"
+LABELS[TODAY_IMP] = (
+    "head importance's one command (`prune-importance.sh`, its own scores per token): "
+    "one-shot + reconstruct" + _TUNED + _AT_D0
+)
+LABELS[TODAY_IMP_FT] = LABELS[TODAY_IMP] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
+
+
+def today_importance_runs(directory: str) -> tuple:
+    """({K: [(test, valid), ...]} of head importance's one command at today's defaults (the model
+    the tuning kept), {K: [(test, valid), ...]} of the recipe's fine-tune of each), in tuning-seed
+    order (TODAY_IMP_FILE)."""
+    path = os.path.join(directory, TODAY_IMP_FILE)
+    one = {k: [r for _, r in sorted(runs)] for k, runs in tuned_default_runs(path)[1].items()}
+    ft = {
+        k: [r["best"] for _, r in v]
+        for k, v in tuned_finetunes(fine_tune_lines(path), "imp").items()
+    }
+    return one, ft
+
+
+def importance_today_lines(today_imp: tuple, old_imp: tuple, dsp: dict, unpruned: float) -> list:
+    """Stage 6aq's table: head importance's one command and its fine-tune at today's defaults
+    (TODAY_IMP_FILE's runs), beside the same at the tuning of 0.1 with per-token scores
+    (OLD_IMP: the README table's importance columns until session 43) and DSP's one command at
+    today's defaults (DSP: today_runs()), each mean (min-max) on test_2016 and mean on valid."""
+
+    def cell(runs) -> str:
+        if not runs:
+            return "-"
+        tests, valids = [t for t, _ in runs], [v for _, v in runs if v is not None]
+        text = f"{statistics.mean(tests):.2f} ({min(tests):.2f}-{max(tests):.2f})"
+        return text + (f", valid {statistics.mean(valids):.2f}" if valids else "")
+
+    out = [
+        "| K | importance, the one command (tuned at 0) | + fine-tune | the same at 0.1, "
+        "per-token scores (one command / + fine-tune) | DSP, the one command / + fine-tune "
+        "(today's defaults) | importance below unpruned: one command / + fine-tune |",
+        "|---|---|---|---|---|---|",
+    ]
+    for k in (36, 18, 9):
+        one, ft = today_imp[0].get(k, []), today_imp[1].get(k, [])
+        if not one:
+            continue
+        gaps = " / ".join(
+            f"{unpruned - statistics.mean(t for t, _ in r):.2f}" if r else "-" for r in (one, ft)
+        )
+        dsp_runs = dsp.get(k, [])
+        out.append(
+            f"| {k} ({NAMES[k]}) | {cell(one)} | {cell(ft)} | "
+            f"{cell(old_imp[0].get(k, []))} / {cell(old_imp[1].get(k, []))} | "
+            f"{cell([r['one'] for r in dsp_runs])} / {cell([r['ft'] for r in dsp_runs if r['ft']])} "
+            f"| {gaps} |"
+        )
+    return out
+
+
 def ft_lr_method(method: str, lr: str) -> str:
     """METHOD's fine-tune at constant learning rate LR (its label registered on first use)."""
     now = _DEFAULT_SINCE if lr == DEFAULT_FT_LR else ""
@@ -941,6 +1004,7 @@ def main() -> int:
     }
     split = proportional_runs(layouts)
     today, today_seconds = today_runs(args.dir)
+    today_imp = today_importance_runs(args.dir)
     # the distilled fine-tunes of the split's models beside their labels fine-tunes
     distilled = fine_tune_lines(os.path.join(args.dir, DISTILLED_FILE))
     batch = fine_tune_lines(os.path.join(args.dir, BATCH_FILE))  # stage 6aj: --update-freq 2
@@ -1016,6 +1080,8 @@ def main() -> int:
         (TODAY_BEST, {k: [r["best"] for r in v] for k, v in today.items()}),
         (TODAY, {k: [r["one"] for r in v] for k, v in today.items()}),
         (TODAY_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in today.items()}),
+        (TODAY_IMP, today_imp[0]),
+        (TODAY_IMP_FT, today_imp[1]),
         (AUTO_KD, tagged_by_k(seeded_finetunes(distilled, "kd0.5"))),
         (AUTO_KD_HIDDEN, tagged_by_k(seeded_finetunes(distilled, "kd0.5-h1"))),
         (
@@ -1146,6 +1212,13 @@ def main() -> int:
     tune_dropout = tune_dropout_runs(os.path.join(args.dir, TUNE_DROPOUT_FILE))
     if args.marker == "recovery" and tune_dropout:  # stage 6an: the tuning's dropout
         parts["tune-dropout"] = "\n".join(tune_dropout_lines(tune_dropout))
+    if args.marker == "recovery" and today_imp[0]:  # stage 6aq: importance at today's defaults
+        old_imp_ft = ft_lrs.get("imp", {}).get(DEFAULT_FT_LR, {})
+        parts["importance-today"] = "\n".join(
+            importance_today_lines(
+                today_imp, (imp_tuned, scores_only(old_imp_ft)), today, float(base["sacrebleu"])
+            )
+        )
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(
@@ -1339,12 +1412,20 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
             " Head importance's columns: its tuning at dropout 0.1 (the default until session "
             '41; `--tune-args "--dropout 0.1"`), not measured at 0 yet.'
         )
+    imp_one, imp_ft = TUNED_IMP, ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR)
+    if importance_tuning and newest(TODAY_IMP_FT, "") == TODAY_IMP_FT and newest(TODAY_IMP, ""):
+        imp_one, imp_ft = TODAY_IMP, TODAY_IMP_FT
+        importance_tuning = (
+            " Head importance's columns: its one command at today's defaults too (its own scores, "
+            f"the tuning at dropout 0; stage 6aq, [bench/recovery/{TODAY_IMP_FILE}]"
+            f"(bench/recovery/{TODAY_IMP_FILE}))."
+        )
     columns = (
         (one, "DSP, the one command (tuned refit)"),
         (best, "DSP, `--recovery best` (no weight training)"),
         (ft_method, "DSP, the one command + fine-tune"),
-        (TUNED_IMP, "head importance, its one command (reconstruct + tuned refit)"),
-        (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR), "head importance, its one command + fine-tune"),
+        (imp_one, "head importance, its one command (reconstruct + tuned refit)"),
+        (imp_ft, "head importance, its one command + fine-tune"),
     )
 
     def cell(method, k) -> str:
@@ -1456,11 +1537,13 @@ def goal_lines(
         return (f"{bleu}; the one command {min(runs)}-{max(runs)} s over {len(runs)} runs "
                 f"(limit {budget_s} s) | {verdict} |")  # fmt: skip
 
-    def variant_rows(what: str, methods: tuple, timed: dict) -> list:
+    def variant_rows(what: str, methods: tuple, timed: dict, rivals: tuple = ()) -> list:
         """The goal rows of a variant WHAT of the one command: its METHODS (the one command,
         --recovery best, + fine-tune) within the limits (the first also in time: TIMED) and
-        against head importance's one command."""
+        against head importance's one command (RIVALS: it and its fine-tune; default its
+        tuning at 0.1)."""
         one, best, ft = methods
+        imp_one, imp_ft = rivals or (TUNED_IMP, ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR))
         return [
             f"| {what}, in full: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4, each run "
             "under 10 minutes alone on 2 cores | "
@@ -1468,12 +1551,15 @@ def goal_lines(
             f"| {what}, `--recovery best`: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
             + within(best, RETRAINING_FREE_LIMITS),
             f"| {what}: DSP at least as good as head importance's one command (reconstruct + the "
-            "same tuned refit) | " + versus(one, (TUNED_IMP,)),
+            "same tuned refit) | " + versus(one, (imp_one,)),
             f"| {what} + the recipe's 270-update fine-tune: DSP + fine-tune within 0.3 at H/2, "
             "1.0 at H/4, 2.5 at H/8 | " + within(ft, FINETUNE_LIMITS),
             f"| {what} + fine-tune: DSP at least as good as head importance's one command + the "
-            "same fine-tune | " + versus(ft, (ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR),)),
+            "same fine-tune | " + versus(ft, (imp_ft,)),
         ]
+
+    # head importance at today's defaults once its one command and fine-tune cover every K
+    today_imp = all(values(m, k) for m in (TODAY_IMP, TODAY_IMP_FT) for k in NAMES)
 
     default = f"{DEFAULT_GATES}:dsp"  # the cells of prune-pipelined.sh's default gates
     return [
@@ -1514,9 +1600,11 @@ def goal_lines(
         *variant_rows(
             "the recipes' default since session 41 (the tuning at dropout 0; `--type-split "
             "auto`; at H/4 stage 6ak's gate runs tuned again, their time the one command's with "
-            "the tuning at 0.1; head importance's one command tuned at 0.1)",
+            "the tuning at 0.1; head importance's one command "
+            + ("at today's defaults too, stage 6aq)" if today_imp else "tuned at 0.1)"),
             (TODAY, TODAY_BEST, TODAY_FT),
             today_seconds,
+            (TODAY_IMP, TODAY_IMP_FT) if today_imp else (),
         ),
         "| the recipes' default since session 36 + the recipe's 270-update fine-tune distilled "
         "from the unpruned model (session 37, `--teacher BASE`, KL weight 0.5): DSP + fine-tune "

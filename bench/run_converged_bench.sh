@@ -1151,7 +1151,7 @@ timed gate-dropout-k18-s1 gate_dropout 18 1
 timed gate-dropout-ft-k18-s1 ft_fast_default 18 1 gate-dropout
 
 # 6aq. session 43: head importance's one command at today's defaults (prune-importance.sh
-# --recovery tuned with its own scores: dsp-importance per sentence on valid, computed once
+# --recovery tuned with its own scores: dsp-importance per token on valid, computed once
 # into WORK/importance-t0/importance.json; the tuning at dropout 0), K = 18, 36 and 9, tuning
 # seeds 1-3, each followed by the recipe's fine-tune of its model (learning rate 5e-4, as
 # ft_fast_default); lines "impK-sS" and "ft-impK-sS" in importance-t0.txt, the README table's

@@ -1339,3 +1339,69 @@ def test_readme_table_switches_to_todays_defaults_once_they_cover_every_k(tmp_pa
         ["35.00 (1 run)", "32.00 (1 run)", "-"],
     ]
     assert "one-command-t0.txt" in text and "its tuning at dropout 0.1" in text
+
+
+def test_importance_columns_switch_to_todays_defaults_once_they_cover_every_k(tmp_path):
+    """Stage 6aq's runs (importance-t0.txt: head importance's one command at today's defaults,
+    "impK-sS" lines, and their fine-tunes "ft-impK-sS") become the README table's importance
+    columns and the goal rows' rival once both cover every K; until then the caption says the
+    columns are the 0.1 tuning. RESULTS gets their block with the gap to the unpruned model."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.0}))
+    one = ("k{}-s1: recovery best -> none; untuned test {} valid {}; tuned test {} valid {}; "
+           "kept tuned; one command 700 s\n")  # fmt: skip
+    ft = "ft-{}-s{}: best test {} valid {}; last test 30.0 valid 30.0; valid loss 2.0\n"
+    (tmp_path / "one-command-t0.txt").write_text(
+        "".join(
+            one.format(k, 30.0, 30.0, 38.0 - k / 10, 38.0) + ft.format(f"k{k}", 1, 39.0, 40.0)
+            for k in (36, 9)
+        )  # fmt: skip
+    )
+    model = " {} valid {} test {} loss 1.0 kl 0.1 hidden 0.05"
+    (tmp_path / "tune-dropout.txt").write_text(
+        "split-k18-s1:" + model.format("start", 35.0, 34.0) + ";" + model.format("d0.1", 37.0, 36.0)
+        + ";" + model.format("d0", 38.0, 37.0) + "\n"
+    )  # fmt: skip
+    (tmp_path / "split-rebuilt.txt").write_text(ft.format("t0-k18", 1, 39.0, 40.0)[3:])
+    imp = "imp{}-s{}: untuned valid {}; tuned valid {}; kept {}; test {}\n"
+    lines = [
+        imp.format(18, 1, 30.0, 36.0, "tuned", 35.0),
+        imp.format(18, 2, 30.0, 29.0, "untuned", 31.0),  # valid: the untuned model's 30.0
+        ft.format("imp18", 1, 38.0, 39.0),
+        imp.format(36, 1, 35.0, 37.0, "tuned", 37.5),
+        ft.format("imp36", 1, 39.5, 40.0),
+        imp.format(9, 1, 25.0, 30.0, "tuned", 29.0),
+    ]
+    (tmp_path / "importance-t0.txt").write_text("".join(lines))
+    sys.path.insert(0, str(ROOT / "bench"))
+    import converged_report as cr
+
+    one_runs, ft_runs = cr.today_importance_runs(str(tmp_path))
+    assert one_runs == {18: [(35.0, 36.0), (31.0, 30.0)], 36: [(37.5, 37.0)], 9: [(29.0, 30.0)]}
+    assert ft_runs == {18: [(38.0, 39.0)], 36: [(39.5, 40.0)]}
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n")
+    splice_recovery(tmp_path, readme)
+    assert "its tuning at dropout 0.1" in readme.read_text()  # no fine-tune at H/8 yet
+    (tmp_path / "importance-t0.txt").write_text("".join(lines) + ft.format("imp9", 1, 36.0, 37.0))
+    results = tmp_path / "RESULTS.md"
+    results.write_text(
+        "<!-- importance-today -->\n<!-- /importance-today -->\n"
+        "<!-- recovery-goals -->\n<!-- /recovery-goals -->\n"
+    )
+    splice_recovery(tmp_path, readme)
+    splice_recovery(tmp_path, results)
+    text = readme.read_text()
+    rows = [r for r in text.splitlines() if r.startswith("| ") and " of 72 " in r]
+    assert [r.split(" | ")[4:6] for r in rows] == [
+        ["37.50 (1 run)", "39.50 (1 run) |"],
+        ["33.00 (31.00-35.00, 2 runs)", "38.00 (1 run) |"],
+        ["29.00 (1 run)", "36.00 (1 run) |"],
+    ]
+    assert "its tuning at dropout 0.1" not in text and "importance-t0.txt" in text
+    block = results.read_text()
+    assert (
+        "| 18 (H/4) | 33.00 (31.00-35.00), valid 33.00 | 38.00 (38.00-38.00), valid 39.00 |"
+        in block
+    )
+    assert "| 7.00 / 2.00 |" in block  # 40.0 - 33.00, 40.0 - 38.00
+    assert "head importance's one command at today's defaults too, stage 6aq" in block
