@@ -441,8 +441,8 @@ def today_importance_runs(directory: str) -> tuple:
 
 def importance_today_lines(today_imp: tuple, old_imp: tuple, dsp: dict, unpruned: float) -> list:
     """Stage 6aq's table: head importance's one command and its fine-tune at today's defaults
-    (TODAY_IMP_FILE's runs), beside the same at the tuning of 0.1 with per-token scores
-    (OLD_IMP: the README table's importance columns until session 43) and DSP's one command at
+    (TODAY_IMP_FILE's runs), beside the same at the tuning of 0.1 (OLD_IMP: sessions 23-28's
+    runs, the README table's importance columns until session 43) and DSP's one command at
     today's defaults (DSP: today_runs()), each mean (min-max) on test_2016 and mean on valid."""
 
     def cell(runs) -> str:
@@ -453,8 +453,8 @@ def importance_today_lines(today_imp: tuple, old_imp: tuple, dsp: dict, unpruned
         return text + (f", valid {statistics.mean(valids):.2f}" if valids else "")
 
     out = [
-        "| K | importance, the one command (tuned at 0) | + fine-tune | the same at 0.1, "
-        "per-token scores (one command / + fine-tune) | DSP, the one command / + fine-tune "
+        "| K | importance, the one command (tuned at 0) | + fine-tune | the same tuned at 0.1 "
+        "(sessions 23-28; one command / + fine-tune) | DSP, the one command / + fine-tune "
         "(today's defaults) | importance below unpruned: one command / + fine-tune |",
         "|---|---|---|---|---|---|",
     ]
