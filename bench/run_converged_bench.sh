@@ -1149,6 +1149,11 @@ gate_dropout() {  # gate_dropout K SEED
 }
 timed gate-dropout-k18-s1 gate_dropout 18 1
 timed gate-dropout-ft-k18-s1 ft_fast_default 18 1 gate-dropout
+# session 43: gate seeds 2 and 3 (paired with 6ak's runs of the same seeds tuned at 0 by 6an)
+for seed in 2 3; do
+  timed "gate-dropout-k18-s$seed" gate_dropout 18 "$seed"
+  timed "gate-dropout-ft-k18-s$seed" ft_fast_default 18 "$seed" gate-dropout
+done
 
 # 6aq. session 43: head importance's one command at today's defaults (prune-importance.sh
 # --recovery tuned with its own scores: dsp-importance per token on valid, computed once
