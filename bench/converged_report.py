@@ -1413,7 +1413,7 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
             '41; `--tune-args "--dropout 0.1"`), not measured at 0 yet.'
         )
     imp_one, imp_ft = TUNED_IMP, ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR)
-    if importance_tuning and newest(TODAY_IMP_FT, "") == TODAY_IMP_FT and newest(TODAY_IMP, ""):
+    if importance_tuning and newest(TODAY_IMP, "") and newest(TODAY_IMP_FT, ""):
         imp_one, imp_ft = TODAY_IMP, TODAY_IMP_FT
         importance_tuning = (
             " Head importance's columns: its one command at today's defaults too (its own scores, "
