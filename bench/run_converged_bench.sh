@@ -1169,6 +1169,47 @@ for k in 18 36 9; do
   done
 done
 
+# 6ar. session 44: the gate run without dropout at H/2 (6ap's change, measured there at H/4):
+# today's one command at K = 36 with --train-args "--dropout 0", gate seeds 1-3, paired with
+# 6ao's runs of the same seeds (one-command-t0.txt "k36-sS"); its "recovery best" model is what
+# `--recovery best` gives (the goal without weight training misses by 0.67 at H/2); lines
+# "k36-sS" in gate-dropout.txt
+gate_dropout_h2() {  # gate_dropout_h2 SEED
+  local -a FREE_SPLIT=() OLD_TUNE=()
+  one_command gate-dropout 36 "$1" --train-args "--dropout 0"
+}
+for seed in 1 2 3; do
+  timed "gate-dropout-k36-s$seed" gate_dropout_h2 "$seed"
+done
+
+# 6as. session 44: the tuned refit training every transformer layer (tune-refit.sh --layers
+# layers: q/k/v, out_proj, fc1, fc2 and the layer norms; the embeddings frozen) instead of the
+# refit's out_proj,fc2, at H/4 where the fine-tune misses its goal by 0.04: 6ak's split gate
+# runs (gate seeds 1-3) tuned again at today's dropout 0, then the recipe's fine-tune; paired
+# with 6an's tunings of the same starts (tune-dropout.txt "split-k18-sS") and their fine-tunes
+# (split-rebuilt.txt "t0-k18-sS"); lines "kK-sS" (valid of start and tuning, test of the tuned
+# model) and "ft-kK-sS" in tune-layers.txt
+tune_layers() {  # tune_layers K SEED: tune-refit.sh --layers layers of WORK/split-rebuilt's run
+  local dir=k$1 run save line
+  [[ $2 == 1 ]] || dir=k$1-s$2
+  run=$WORK/split-rebuilt/$dir save=$WORK/tune-layers/$dir
+  bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$run/pruned.untuned.pt" --base "$BASE" \
+    --save-dir "$save" --preset cpu-small --seed 1 --layers layers \
+    --untuned-score "$run/valid-$(field "$run/recovery.json" chosen)/score.json"
+  bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/run/pruned.pt" --out "$save/test-tuned"
+  line="k$1-s$2: start valid $(field "$save/tune.json" valid_sacrebleu.untuned)"
+  line+="; tuned valid $(field "$save/tune.json" valid_sacrebleu.tuned)"
+  line+=" test $(field "$save/test-tuned/score.json" sacrebleu); kept $(field "$save/tune.json" chosen)"
+  touch "$OUT/tune-layers.txt"
+  grep -q "^k$1-s$2:" "$OUT/tune-layers.txt" || echo "$line" >> "$OUT/tune-layers.txt"
+}
+for seed in 1 2 3; do
+  timed "tune-layers-k18-s$seed" tune_layers 18 "$seed"
+  dir=k18 && [[ $seed == 1 ]] || dir=k18-s$seed
+  timed "tune-layers-ft-k18-s$seed" finetune_line "ft-k18-s$seed" "$WORK/tune-layers/ft-$dir" \
+    "$OUT/tune-layers.txt" --pruned "$WORK/tune-layers/$dir/pruned.pt" --seed 1 --lr 5e-4
+done
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)
