@@ -42,6 +42,13 @@ from layout_split import (
     variant_lines,
     variant_runs,
 )
+from paired_runs import (
+    GATE_DROPOUT_FILE,
+    TUNE_LAYERS_FILE,
+    by_seed,
+    paired_lines,
+    tuned_layer_runs,
+)
 from tune_dropout import TUNE_DROPOUT_FILE, tune_dropout_lines, tune_dropout_runs
 
 LABELS = {
@@ -407,7 +414,9 @@ def today_runs(directory: str) -> tuple:
         start, tuned = ((models[x]["test"], models[x]["valid"]) for x in ("start", "d0"))
         ft = rebuilt.get(f"t0-k{m[1]}-s{m[2]}", {}).get("best")
         one = tuned if tuned[1] > start[1] else start
-        runs.setdefault(int(m[1]), []).append({"best": start, "one": one, "ft": ft})
+        runs.setdefault(int(m[1]), []).append(
+            {"seed": int(m[2]), "best": start, "one": one, "ft": ft}
+        )
         seconds.setdefault(int(m[1]), rebuilt_seconds.get(int(m[1]), []))
     return runs, seconds
 
@@ -1217,6 +1226,22 @@ def main() -> int:
         parts["importance-today"] = "\n".join(
             importance_today_lines(
                 today_imp, (imp_tuned, scores_only(old_imp_ft)), today, float(base["sacrebleu"])
+            )
+        )
+    gate_dropout_path = os.path.join(args.dir, GATE_DROPOUT_FILE)
+    gate_dropout = runs_of(one_command_lines(gate_dropout_path), fine_tune_lines(gate_dropout_path))
+    if args.marker == "recovery" and gate_dropout:  # stages 6ap/6ar: the gate run at dropout 0
+        parts["gate-dropout"] = "\n".join(
+            paired_lines(by_seed(today), gate_dropout, ("best", "one", "ft"), ("0.2", "0"))
+        )
+    tune_layers_path = os.path.join(args.dir, TUNE_LAYERS_FILE)
+    tune_layers = tuned_layer_runs(
+        tune_layers_path, fine_tune_lines(tune_layers_path), by_seed(today)
+    )
+    if args.marker == "recovery" and tune_layers:  # stage 6as: the tuning of every layer
+        parts["tune-layers"] = "\n".join(
+            paired_lines(
+                by_seed(today), tune_layers, ("one", "ft"), ("out_proj,fc2", "every layer")
             )
         )
     if args.marker == "recovery":  # the README's short version (a block of its own)

@@ -82,12 +82,12 @@ def layout_files(directory: str) -> List[str]:
 
 
 def runs_of(one_command: list, finetunes: dict) -> Dict[int, List[dict]]:
-    """{K: [{"best": .., "one": .., "ft": .. or None}, ...]} from one_command_lines (K, S,
-    untuned, kept) and fine_tune_lines of the same file (the recipe's model, "ft-kK-sS")."""
+    """{K: [{"seed": S, "best": .., "one": .., "ft": .. or None}, ...]} from one_command_lines
+    (K, S, untuned, kept) and fine_tune_lines of the same file (the recipe's model, "ft-kK-sS")."""
     runs: Dict[int, List[dict]] = {}
     for k, seed, untuned, kept in one_command:
         ft = finetunes.get(f"ft-k{k}-s{seed}", {}).get("best")
-        runs.setdefault(k, []).append({"best": untuned, "one": kept, "ft": ft})
+        runs.setdefault(k, []).append({"seed": seed, "best": untuned, "one": kept, "ft": ft})
     return runs
 
 

@@ -1318,10 +1318,10 @@ def test_readme_table_switches_to_todays_defaults_once_they_cover_every_k(tmp_pa
 
     runs, seconds = cr.today_runs(str(tmp_path))
     assert runs[18] == [
-        {"best": (34.8, 35.2), "one": (37.3, 38.1), "ft": (39.3, 40.4)},
-        {"best": (35.0, 36.0), "one": (35.0, 36.0), "ft": None},
+        {"seed": 1, "best": (34.8, 35.2), "one": (37.3, 38.1), "ft": (39.3, 40.4)},
+        {"seed": 2, "best": (35.0, 36.0), "one": (35.0, 36.0), "ft": None},
     ]
-    assert runs[36][1] == {"best": (37.4, 38.6), "one": (38.6, 39.3), "ft": None}
+    assert runs[36][1] == {"seed": 2, "best": (37.4, 38.6), "one": (38.6, 39.3), "ft": None}
     assert seconds == {36: [800, 820], 18: [790]}
     readme = tmp_path / "README.md"
     readme.write_text("<!-- recovery-defaults -->\n<!-- /recovery-defaults -->\n")
@@ -1405,3 +1405,54 @@ def test_importance_columns_switch_to_todays_defaults_once_they_cover_every_k(tm
     )
     assert "| 7.00 / 2.00 |" in block  # 40.0 - 33.00, 40.0 - 38.00
     assert "head importance's one command at today's defaults too, stage 6aq" in block
+
+
+def test_paired_blocks_set_each_change_beside_todays_run_of_the_same_gate_seed(tmp_path):
+    """Stages 6ap/6ar (gate-dropout.txt: the one command with the gate run at dropout 0) and 6as
+    (tune-layers.txt: the tuning of every layer from the same starts) are paired by K and gate
+    seed with today's runs (one-command-t0.txt at H/2, tune-dropout.txt + split-rebuilt.txt's
+    "t0-" fine-tunes at H/4), never by line order; a run without today's pair is left out; the
+    mean change row gives valid, each pair's test change and both groups' spreads."""
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    one = ("k{}-s{}: recovery best -> reconstruct; untuned test {} valid {}; tuned test {} "
+           "valid {}; kept tuned; one command 700 s\n")  # fmt: skip
+    ft = "ft-k{}-s{}: best test {} valid {}; last test 30.0 valid 30.0; valid loss 2.0\n"
+    (tmp_path / "one-command-t0.txt").write_text(
+        one.format(36, 1, 37.0, 38.0, 38.5, 39.5, 700) + one.format(36, 2, 37.5, 38.0, 39.0, 39.0)
+        + ft.format(36, 2, 40.0, 41.0)
+    )  # fmt: skip
+    model = " {} valid {} test {} loss 1.0 kl 0.1 hidden 0.05"
+    (tmp_path / "tune-dropout.txt").write_text(
+        "split-k18-s1:" + model.format("start", 35.0, 34.0) + ";" + model.format("d0.1", 37.0, 36.0)
+        + ";" + model.format("d0", 38.0, 37.0) + "\n"
+    )  # fmt: skip
+    (tmp_path / "split-rebuilt.txt").write_text(ft.format(18, 1, 39.0, 40.0).replace("ft-", "t0-"))
+    (tmp_path / "gate-dropout.txt").write_text(
+        "# stage 6ar\n" + one.format(36, 2, 38.5, 38.5, 38.0, 39.5) + ft.format(36, 2, 40.5, 40.0)
+        + one.format(36, 1, 38.0, 39.0, 39.5, 40.0) + one.format(36, 3, 1.0, 1.0, 1.0, 1.0)
+    )  # fmt: skip
+    (tmp_path / "tune-layers.txt").write_text(
+        "k18-s1: start valid 35.00; tuned valid 38.50 test 37.75; kept tuned\n"
+        + ft.format(18, 1, 39.5, 40.5)
+        + "k18-s2: start valid 35.00; tuned valid 34.00 test 33.00; kept untuned\n"
+    )  # fmt: skip
+    results = tmp_path / "RESULTS.md"
+    results.write_text(
+        "<!-- gate-dropout -->\n<!-- /gate-dropout -->\n<!-- tune-layers -->\n<!-- /tune-layers -->\n"
+    )
+    splice_recovery(tmp_path, results)
+    rows = [
+        r
+        for r in results.read_text().splitlines()
+        if r.startswith("| 36 ") or r.startswith("| 18 ")
+    ]
+    assert rows == [
+        "| 36 | 1 | 37.00 (38.00) / 38.00 (39.00) | 38.50 (39.50) / 39.50 (40.00) | - / - |",
+        "| 36 | 2 | 37.50 (38.00) / 38.50 (38.50) | 39.00 (39.00) / 38.00 (39.50) "
+        "| 40.00 (41.00) / 40.50 (40.00) |",
+        "| 36 | change, mean of 2 | **+1.00** (valid +0.75; +1.00, +1.00; 37.25 (37.00-37.50) / "
+        "38.25 (38.00-38.50)) | **+0.00** (valid +0.50; +1.00, -1.00; 38.75 (38.50-39.00) / "
+        "38.75 (38.00-39.50)) | **+0.50** (valid -1.00; +0.50) |",
+        "| 18 | 1 | 37.00 (38.00) / 37.75 (38.50) | 39.00 (40.00) / 39.50 (40.50) |",
+        "| 18 | change, mean of 1 | **+0.75** (valid +0.50; +0.75) | **+0.50** (valid +0.50; +0.50) |",
+    ]

@@ -1,0 +1,100 @@
+"""One change to the one command, measured from the same gate seeds as today's defaults.
+
+Stages 6ap/6ar of bench/run_converged_bench.sh run the one command with the gate run at dropout
+0 (``gate-dropout.txt``: the one command's "kK-sS" lines and their fine-tunes "ft-kK-sS"), stage
+6as tunes every transformer layer instead of out_proj and fc2 from the same starts
+(``tune-layers.txt``: "kK-sS: start valid V; tuned valid V test T; kept tuned|untuned" and
+"ft-kK-sS"). Each run is paired with today's run of the same K and gate seed
+(converged_report.today_runs) and the table gives both, test_2016 (valid), then per K the mean
+change over the pairs and both groups' means and ranges, so a "better than" reads against the
+seed spread. Imports nothing of fairseq.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Dict, List, Optional, Sequence, Tuple
+
+Score = Tuple[float, float]  # (test, valid)
+Run = Dict[str, Optional[Score]]  # "best" (--recovery best), "one" (the one command), "ft"
+STEP_NAMES = {"best": "`--recovery best`", "one": "the one command", "ft": "+ fine-tune"}
+GATE_DROPOUT_FILE = "gate-dropout.txt"
+TUNE_LAYERS_FILE = "tune-layers.txt"
+_TUNED = re.compile(
+    r"k([0-9]+)-s([0-9]+): start valid ([0-9.]+); tuned valid ([0-9.]+) test ([0-9.]+); "
+    r"kept (tuned|untuned)"
+)
+
+
+def by_seed(runs: Dict[int, List[dict]]) -> Dict[int, Dict[int, dict]]:
+    """{K: {S: run}} of {K: [run, ...]} whose runs carry their gate seed ("seed")."""
+    return {k: {r["seed"]: r for r in v if "seed" in r} for k, v in runs.items()}
+
+
+def tuned_layer_runs(path: str, finetunes: dict, today: Dict[int, Dict[int, dict]]) -> dict:
+    """{K: [run, ...]} of tune-layers.txt: "one" the tuning where the recipe kept it, else the
+    start (today's "best" of the same gate seed: the same model), "ft" the fine-tune's."""
+    runs: Dict[int, List[dict]] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            matches = [m for m in map(_TUNED.match, f) if m]
+    except FileNotFoundError:
+        return runs
+    for m in matches:
+        k, seed = int(m[1]), int(m[2])
+        start = today.get(k, {}).get(seed, {}).get("best")
+        one = (float(m[5]), float(m[4])) if m[6] == "tuned" else start
+        ft = finetunes.get(f"ft-k{k}-s{seed}", {}).get("best")
+        runs.setdefault(k, []).append({"seed": seed, "best": start, "one": one, "ft": ft})
+    return runs
+
+
+def _score(s: Optional[Score]) -> str:
+    return f"{s[0]:.2f} ({s[1]:.2f})" if s else "-"
+
+
+def _spread(scores: List[Score]) -> str:
+    tests = [t for t, _ in scores]
+    return f"{statistics.mean(tests):.2f} ({min(tests):.2f}-{max(tests):.2f})"
+
+
+def _change(pairs: List[Tuple[Score, Score]]) -> str:
+    if not pairs:
+        return "-"
+    test = [a[0] - b[0] for b, a in pairs]
+    valid = statistics.mean(a[1] - b[1] for b, a in pairs)
+    text = f"**{statistics.mean(test):+.2f}** (valid {valid:+.2f}; " + ", ".join(
+        f"{t:+.2f}" for t in test
+    )
+    if len(pairs) > 1:
+        before, after = ([p[i] for p in pairs] for i in (0, 1))
+        text += f"; {_spread(before)} / {_spread(after)}"
+    return text + ")"
+
+
+def paired_lines(
+    today: Dict[int, Dict[int, dict]],
+    changed: Dict[int, List[dict]],
+    steps: Sequence[str],
+    names: Tuple[str, str],
+) -> List[str]:
+    """The table: per K (H/2, H/4, H/8 order) and gate seed, today's run / the changed run at
+    each of STEPS ("best", "one", "ft"), test_2016 (valid); then per K the mean change on test
+    (on valid, each pair's change on test; both groups' means and min-max on test). NAMES:
+    (today's, the change's) in the header."""
+    header = " | ".join(f"{STEP_NAMES[s]}: {names[0]} / {names[1]}" for s in steps)
+    lines = [f"| K | gate seed | {header} |", "|---|---|" + "---|" * len(steps)]
+    for k in sorted(changed, key=lambda k: -k):
+        paired = [(r, today.get(k, {}).get(r["seed"])) for r in changed[k]]
+        paired = sorted(((r, t) for r, t in paired if t), key=lambda p: p[0]["seed"])
+        if not paired:
+            continue
+        for run, base in paired:
+            cells = " | ".join(f"{_score(base[s])} / {_score(run[s])}" for s in steps)
+            lines.append(f"| {k} | {run['seed']} | {cells} |")
+        means = " | ".join(
+            _change([(b[s], r[s]) for r, b in paired if r[s] and b[s]]) for s in steps
+        )
+        lines.append(f"| {k} | change, mean of {len(paired)} | {means} |")
+    return lines
