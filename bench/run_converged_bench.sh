@@ -1189,10 +1189,11 @@ done
 # with 6an's tunings of the same starts (tune-dropout.txt "split-k18-sS") and their fine-tunes
 # (split-rebuilt.txt "t0-k18-sS"); lines "kK-sS" (valid of start and tuning, test of the tuned
 # model) and "ft-kK-sS" in tune-layers.txt
-tune_layers() {  # tune_layers K SEED: tune-refit.sh --layers layers of WORK/split-rebuilt's run
-  local dir=k$1 run save line
+tune_layers() {  # tune_layers K SEED: tune-refit.sh --layers layers of today's gate run
+  local dir=k$1 run save line from=one-command-t0
   [[ $2 == 1 ]] || dir=k$1-s$2
-  run=$WORK/split-rebuilt/$dir save=$WORK/tune-layers/$dir
+  [[ $1 == 18 ]] && from=split-rebuilt  # H/4's gate runs of today are 6ak's
+  run=$WORK/$from/$dir save=$WORK/tune-layers/$dir
   bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$run/pruned.untuned.pt" --base "$BASE" \
     --save-dir "$save" --preset cpu-small --seed 1 --layers layers \
     --untuned-score "$run/valid-$(field "$run/recovery.json" chosen)/score.json"
@@ -1203,11 +1204,15 @@ tune_layers() {  # tune_layers K SEED: tune-refit.sh --layers layers of WORK/spl
   touch "$OUT/tune-layers.txt"
   grep -q "^k$1-s$2:" "$OUT/tune-layers.txt" || echo "$line" >> "$OUT/tune-layers.txt"
 }
-for seed in 1 2 3; do
-  timed "tune-layers-k18-s$seed" tune_layers 18 "$seed"
-  dir=k18 && [[ $seed == 1 ]] || dir=k18-s$seed
-  timed "tune-layers-ft-k18-s$seed" finetune_line "ft-k18-s$seed" "$WORK/tune-layers/ft-$dir" \
-    "$OUT/tune-layers.txt" --pruned "$WORK/tune-layers/$dir/pruned.pt" --seed 1 --lr 5e-4
+# then the same at H/2 and H/8 from 6ao's gate runs (one-command-t0), paired with their tuning
+# at 0 and fine-tunes there
+for k in 18 36 9; do
+  for seed in 1 2 3; do
+    timed "tune-layers-k$k-s$seed" tune_layers "$k" "$seed"
+    dir=k$k && [[ $seed == 1 ]] || dir=k$k-s$seed
+    timed "tune-layers-ft-k$k-s$seed" finetune_line "ft-k$k-s$seed" "$WORK/tune-layers/ft-$dir" \
+      "$OUT/tune-layers.txt" --pruned "$WORK/tune-layers/$dir/pruned.pt" --seed 1 --lr 5e-4
+  done
 done
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
