@@ -421,6 +421,16 @@ def today_runs(directory: str) -> tuple:
     return runs, seconds
 
 
+# the tuned refit of every transformer layer (stage 6as, session 44: tune-refit.sh --layers
+# layers from today's gate runs' starts; tune-layers.txt, paired_runs.tuned_layer_runs)
+TUNE_LAYERS = "tune-layers:dsp"
+TUNE_LAYERS_FT = TUNE_LAYERS + "+ft"
+LABELS[TUNE_LAYERS] = (
+    LABELS[TODAY] + ", the tuning training every transformer layer (`--layers layers`)"
+)
+LABELS[TUNE_LAYERS_FT] = LABELS[TUNE_LAYERS] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
+
+
 # head importance's one command at today's defaults (stage 6aq, session 43): prune-importance.sh
 # with its own scores (dsp-importance per token on valid) and the tuning at dropout 0, tuning
 # seeds 1-3; "impK-sS" lines as tuned-default.txt's and their fine-tunes "ft-impK-sS" (learning
@@ -1013,6 +1023,10 @@ def main() -> int:
     }
     split = proportional_runs(layouts)
     today, today_seconds = today_runs(args.dir)
+    tune_layers_path = os.path.join(args.dir, TUNE_LAYERS_FILE)
+    tune_layers = tuned_layer_runs(
+        tune_layers_path, fine_tune_lines(tune_layers_path), by_seed(today)
+    )
     today_imp = today_importance_runs(args.dir)
     # the distilled fine-tunes of the split's models beside their labels fine-tunes
     distilled = fine_tune_lines(os.path.join(args.dir, DISTILLED_FILE))
@@ -1091,6 +1105,8 @@ def main() -> int:
         (TODAY_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in today.items()}),
         (TODAY_IMP, today_imp[0]),
         (TODAY_IMP_FT, today_imp[1]),
+        (TUNE_LAYERS, {k: [r["one"] for r in v if r["one"]] for k, v in tune_layers.items()}),
+        (TUNE_LAYERS_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in tune_layers.items()}),
         (AUTO_KD, tagged_by_k(seeded_finetunes(distilled, "kd0.5"))),
         (AUTO_KD_HIDDEN, tagged_by_k(seeded_finetunes(distilled, "kd0.5-h1"))),
         (
@@ -1234,10 +1250,6 @@ def main() -> int:
         parts["gate-dropout"] = "\n".join(
             paired_lines(by_seed(today), gate_dropout, ("best", "one", "ft"), ("0.2", "0"))
         )
-    tune_layers_path = os.path.join(args.dir, TUNE_LAYERS_FILE)
-    tune_layers = tuned_layer_runs(
-        tune_layers_path, fine_tune_lines(tune_layers_path), by_seed(today)
-    )
     if args.marker == "recovery" and tune_layers:  # stage 6as: the tuning of every layer
         parts["tune-layers"] = "\n".join(
             paired_lines(
@@ -1562,11 +1574,17 @@ def goal_lines(
         return (f"{bleu}; the one command {min(runs)}-{max(runs)} s over {len(runs)} runs "
                 f"(limit {budget_s} s) | {verdict} |")  # fmt: skip
 
-    def variant_rows(what: str, methods: tuple, timed: dict, rivals: tuple = ()) -> list:
+    def variant_rows(
+        what: str,
+        methods: tuple,
+        timed: dict,
+        rivals: tuple = (),
+        rival_recovery: str = "reconstruct + the same tuned refit",
+    ) -> list:
         """The goal rows of a variant WHAT of the one command: its METHODS (the one command,
         --recovery best, + fine-tune) within the limits (the first also in time: TIMED) and
         against head importance's one command (RIVALS: it and its fine-tune; default its
-        tuning at 0.1)."""
+        tuning at 0.1; RIVAL_RECOVERY says what recovery the rival's one command had)."""
         one, best, ft = methods
         imp_one, imp_ft = rivals or (TUNED_IMP, ft_lr_method(TUNED_IMP_FT, DEFAULT_FT_LR))
         return [
@@ -1575,8 +1593,8 @@ def goal_lines(
             + within_minutes(one, RETRAINING_FREE_LIMITS, timed),
             f"| {what}, `--recovery best`: DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
             + within(best, RETRAINING_FREE_LIMITS),
-            f"| {what}: DSP at least as good as head importance's one command (reconstruct + the "
-            "same tuned refit) | " + versus(one, (imp_one,)),
+            f"| {what}: DSP at least as good as head importance's one command ({rival_recovery}) "
+            "| " + versus(one, (imp_one,)),
             f"| {what} + the recipe's 270-update fine-tune: DSP + fine-tune within 0.3 at H/2, "
             "1.0 at H/4, 2.5 at H/8 | " + within(ft, FINETUNE_LIMITS),
             f"| {what} + fine-tune: DSP at least as good as head importance's one command + the "
@@ -1630,6 +1648,20 @@ def goal_lines(
             (TODAY, TODAY_BEST, TODAY_FT),
             today_seconds,
             (TODAY_IMP, TODAY_IMP_FT) if today_imp else (),
+        ),
+        *(
+            variant_rows(
+                "the one command with the tuning of every transformer layer (session 44, stage "
+                '6as: `--tune-args "--layers layers"`, tune-refit.sh from the starts of the '
+                "default's runs above; their time the one command's with the tuning of out_proj "
+                "and fc2; `--recovery best` the same models as above)",
+                (TUNE_LAYERS, TODAY_BEST, TUNE_LAYERS_FT),
+                today_seconds,
+                (TODAY_IMP, TODAY_IMP_FT) if today_imp else (),
+                "reconstruct + its tuning of out_proj and fc2",
+            )
+            if any(values(TUNE_LAYERS, k) for k in NAMES)
+            else ()
         ),
         "| the recipes' default since session 36 + the recipe's 270-update fine-tune distilled "
         "from the unpruned model (session 37, `--teacher BASE`, KL weight 0.5): DSP + fine-tune "
