@@ -1439,6 +1439,7 @@ def test_paired_blocks_set_each_change_beside_todays_run_of_the_same_gate_seed(t
     results = tmp_path / "RESULTS.md"
     results.write_text(
         "<!-- gate-dropout -->\n<!-- /gate-dropout -->\n<!-- tune-layers -->\n<!-- /tune-layers -->\n"
+        "<!-- recovery-goals -->\n<!-- /recovery-goals -->\n"
     )
     splice_recovery(tmp_path, results)
     rows = [
@@ -1456,3 +1457,13 @@ def test_paired_blocks_set_each_change_beside_todays_run_of_the_same_gate_seed(t
         "| 18 | 1 | 37.00 (38.00) / 37.75 (38.50) | 39.00 (40.00) / 39.50 (40.50) |",
         "| 18 | change, mean of 1 | **+0.75** (valid +0.50; +0.75) | **+0.50** (valid +0.50; +0.50) |",
     ]
+    # its goal rows: the fine-tune of every-layer tuning (39.50 at H/4: 0.83 below, limit 1.0),
+    # the rival named with the recovery it had
+    goals = [
+        r for r in results.read_text().splitlines() if "tuning of every transformer layer" in r
+    ]
+    assert any(
+        "+ the recipe's 270-update" in r and "H/4: 39.50, 0.83 below (limit 1.0)" in r
+        for r in goals
+    )
+    assert any("(reconstruct + its tuning of out_proj and fc2)" in r for r in goals)
