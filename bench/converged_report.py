@@ -47,6 +47,7 @@ from paired_runs import (
     TUNE_LAYERS_FILE,
     by_seed,
     paired_lines,
+    recipe_tune_layers,
     tuned_layer_runs,
 )
 from tune_dropout import TUNE_DROPOUT_FILE, tune_dropout_lines, tune_dropout_runs
@@ -1259,7 +1260,7 @@ def main() -> int:
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(
-            defaults_lines(auto_cells, auto_seeds, base, recipe_type_split())
+            defaults_lines(auto_cells, auto_seeds, base, recipe_type_split(), recipe_tune_layers())
         )
     for path in args.splice:
         splice(path, parts)
@@ -1390,11 +1391,14 @@ def run_values(cells: dict, seeds: dict, method: str, k: int) -> list:
     return first + seeds.get((method, k), [])
 
 
-def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE) -> list:
+def defaults_lines(
+    cells: dict, seeds: dict, base: dict, type_split: str = FREE, tune_layers: str = "out_proj,fc2"
+) -> list:
     """The README's table of what the recipes give today: DSP's one command and head
     importance + reconstruct, each without training and after the recipe's fine-tune.
     TYPE_SPLIT: prune-pipelined.sh's default --type-split, whose runs DSP's columns show
-    (with proportional, once they cover every K)."""
+    (with proportional, once they cover every K); TUNE_LAYERS: tune-refit.sh's default
+    --layers (with layers, stage 6as's runs once they cover every K)."""
 
     def newest(*methods) -> str:  # the newest default with runs at every K, else the oldest
         return next((m for m in methods if all(run_values(cells, seeds, m, k) for k in NAMES)),
@@ -1456,6 +1460,29 @@ def defaults_lines(cells: dict, seeds: dict, base: dict, type_split: str = FREE)
             " Head importance's columns: its one command at today's defaults too (its own scores, "
             f"the tuning at dropout 0; stage 6aq, [bench/recovery/{TODAY_IMP_FILE}]"
             f"(bench/recovery/{TODAY_IMP_FILE}))."
+        )
+    # the tuning of every layer once it is tune-refit.sh's default and covers every K
+    if (
+        importance_tuning
+        and tune_layers == "layers"
+        and newest(TUNE_LAYERS, "")
+        and newest(TUNE_LAYERS_FT, "")
+    ):
+        one, ft_method = TUNE_LAYERS, TUNE_LAYERS_FT
+        ft_files = (
+            f"[bench/recovery/{TUNE_LAYERS_FILE}](bench/recovery/{TUNE_LAYERS_FILE}): stage 6as, "
+            "the tuning of every transformer layer from the starts of today's gate runs (stage "
+            f"6ao's at H/2 and H/8 in [bench/recovery/{TODAY_FILE}](bench/recovery/{TODAY_FILE}), "
+            f"stage 6ak's at H/4 in [bench/recovery/{REBUILT_FILE}](bench/recovery/{REBUILT_FILE}))"
+            ", then the recipe's fine-tune; the same gate runs in every DSP column"
+        )
+        runs_of_dsp = (
+            "gate seeds (DSP: today's defaults, the tuning of every transformer layer at dropout "
+            "0, at K <= H/4 the K heads split among the attention types by their heads)"
+        )
+        importance_tuning = importance_tuning[:-1] + (
+            ", with its tuning of out_proj and fc2 (the default until session 44), not measured "
+            "with the tuning of every layer yet."
         )
     columns = (
         (one, "DSP, the one command (tuned refit)"),

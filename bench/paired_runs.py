@@ -12,6 +12,7 @@ seed spread. Imports nothing of fairseq.
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -21,10 +22,23 @@ Run = Dict[str, Optional[Score]]  # "best" (--recovery best), "one" (the one com
 STEP_NAMES = {"best": "`--recovery best`", "one": "the one command", "ft": "+ fine-tune"}
 GATE_DROPOUT_FILE = "gate-dropout.txt"
 TUNE_LAYERS_FILE = "tune-layers.txt"
+TUNE_RECIPE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "examples", "translation", "tune-refit.sh"
+)
 _TUNED = re.compile(
     r"k([0-9]+)-s([0-9]+): start valid ([0-9.]+); tuned valid ([0-9.]+) test ([0-9.]+); "
     r"kept (tuned|untuned)"
 )
+
+
+def recipe_tune_layers(recipe: str = TUNE_RECIPE) -> str:
+    """tune-refit.sh's default --layers (its ``LAYERS=`` line): the report shows the runs of
+    the recipe's default instead of a copy of it."""
+    with open(recipe, encoding="utf-8") as f:
+        m = re.search(r"^LAYERS=([a-z_0-9,]+)", f.read(), re.M)
+    if not m:
+        raise ValueError(f"{recipe}: no LAYERS= line (the tuned refit's default --layers)")
+    return m.group(1)
 
 
 def by_seed(runs: Dict[int, List[dict]]) -> Dict[int, Dict[int, dict]]:

@@ -1467,3 +1467,37 @@ def test_paired_blocks_set_each_change_beside_todays_run_of_the_same_gate_seed(t
         for r in goals
     )
     assert any("(reconstruct + its tuning of out_proj and fc2)" in r for r in goals)
+
+
+def test_readme_table_follows_the_tuned_refits_default_layers(tmp_path):
+    """tune-refit.sh's default --layers (its LAYERS= line, paired_runs.recipe_tune_layers) picks
+    the README table's DSP one command and fine-tune: with "layers", stage 6as's runs once they
+    and their fine-tunes cover every K (the caption then says importance's columns kept the
+    out_proj,fc2 tuning); --recovery best stays today's (the same models)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import converged_report as cr
+    import paired_runs
+
+    assert paired_runs.recipe_tune_layers() in ("out_proj,fc2", "layers")
+    recipe = tmp_path / "tune-refit.sh"
+    recipe.write_text('#!/usr/bin/env bash\nDATA="" SEED=1\nLAYERS=layers GEN_ARGS=""\n')
+    assert paired_runs.recipe_tune_layers(str(recipe)) == "layers"
+    recipe.write_text("LAYER=x\n")
+    with pytest.raises(ValueError, match="no LAYERS= line"):
+        paired_runs.recipe_tune_layers(str(recipe))
+    cells = {
+        **{(m, k): (36.0, 37.0) for m in (cr.TODAY, cr.TODAY_BEST, cr.TODAY_FT) for k in (36, 18, 9)},
+        **{(m, k): (30.0, 31.0) for m in (cr.TODAY_IMP, cr.TODAY_IMP_FT) for k in (36, 18, 9)},
+        **{(m, k): (38.0, 39.0) for m in (cr.TUNE_LAYERS, cr.TUNE_LAYERS_FT) for k in (36, 18)},
+    }  # fmt: skip
+    base = {"sacrebleu": 40.33}
+    old = cr.defaults_lines(cells, {}, base, "auto", "out_proj,fc2")
+    assert "| 36 of 72 (H/2) | 36.00 (1 run) | 36.00 (1 run) | 36.00 (1 run) |" in old[4]
+    # every layer is the default, but H/8 is missing: still today's runs
+    assert cr.defaults_lines(cells, {}, base, "auto", "layers") == old
+    cells.update({(m, 9): (37.0, 38.0) for m in (cr.TUNE_LAYERS, cr.TUNE_LAYERS_FT)})
+    assert cr.defaults_lines(cells, {}, base, "auto", "out_proj,fc2") == old
+    new = cr.defaults_lines(cells, {}, base, "auto", "layers")
+    assert "| 36 of 72 (H/2) | 38.00 (1 run) | 36.00 (1 run) | 38.00 (1 run) | 30.00" in new[4]
+    assert "| 9 of 72 (H/8) | 37.00 (1 run) | 36.00 (1 run) | 37.00 (1 run) | 30.00" in new[6]
+    assert "tune-layers.txt" in new[0] and "not measured with the tuning of every layer" in new[0]
