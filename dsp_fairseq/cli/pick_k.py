@@ -15,7 +15,7 @@ gate run's own weights and the refit against the unpruned model (``--recovery be
 recipe's default, tuned, costs 3-5 minutes more per probe); ``--gate-objective labels``
 for gates trained on the references with the model frozen, ``--recovery reconstruct`` or
 ``none`` to score one of the two candidates, ``--recovery tuned`` to tune the chosen one's
-out_proj and fc2 towards the unpruned model (tune-refit.sh); ``--restarts N`` for the best of N gate runs
+transformer layers towards the unpruned model (tune-refit.sh); ``--restarts N`` for the best of N gate runs
 on valid at each K) at a few K,
 scores each stripped model with sacreBLEU on the validation set
 (``evaluate.sh --subset valid``; the test set is never used to choose) and
@@ -294,7 +294,7 @@ def main(argv=None) -> int:
         default="best",
         help="what each probe's stripped model gets before it is scored (prune-pipelined.sh "
         "--recovery): best (default: the better on valid of the gate run's own weights and "
-        "the refit), tuned (best, then out_proj and fc2 tuned towards the unpruned model for "
+        "the refit), tuned (best, then the transformer layers tuned towards the unpruned model for "
         "one epoch, kept if better on valid: tune-refit.sh, the recipes' default; here it "
         "adds 3-5 minutes per probe on 2 CPU cores; on the 72-head benchmark it kept 52 heads "
         "where best keeps 54, in 1.6 times the time, bench/RESULTS.md), reconstruct (dsp-strip --reconstruct on "

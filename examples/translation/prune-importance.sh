@@ -15,8 +15,8 @@
 # --importance-args  more dsp-importance arguments (e.g. --max-batches 50 --granularity batch)
 # --random  keep K heads drawn at random (seeded) instead.
 # --recovery  tuned (default since session 23): reconstruct, then the tuned refit
-#           (tune-refit.sh: out_proj and fc2 trained towards the unpruned model for one epoch,
-#           the rest frozen, kept when it decodes valid better; the reconstructed model stays
+#           (tune-refit.sh: every transformer layer trained towards the unpruned model for one
+#           epoch, the embeddings frozen, kept when it decodes valid better; the reconstructed model stays
 #           in PRUNED.untuned.pt, the run in PRUNED.tuned/): the best measured without a full
 #           fine-tune, 3-5 minutes more on 2 CPU cores (bench/RESULTS.md);
 #           reconstruct: refit the kept heads' output projections against the unpruned

@@ -88,8 +88,8 @@
 # --args-file F     model-shape arguments computed before by
 #                   python -m dsp_fairseq.recipes.pipelined_args (a sweep reuses them)
 # --recovery        tuned (default since session 23): best, then the tuned refit
-#                   (tune-refit.sh: only out_proj and fc2 trained towards the unpruned model
-#                   for one epoch of 1024-token batches, the rest frozen; kept when it decodes
+#                   (tune-refit.sh: every transformer layer trained towards the unpruned model
+#                   for one epoch of 1024-token batches, the embeddings frozen; kept when it decodes
 #                   valid better; in SAVE_DIR/tuned/, the model it started from in
 #                   SAVE_DIR/pruned.untuned.pt). The best measured recovery without a full
 #                   fine-tune at every K (over 3 gate seeds, bench/RESULTS.md "The one command

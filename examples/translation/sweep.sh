@@ -40,8 +40,8 @@
 #                                                rows of prune-pipelined.sh --recovery
 #                                                best (the default tunes after it)
 #              METHOD+tuned                      the tuned refit of METHOD's model
-#                                                (tune-refit.sh: out_proj and fc2 trained
-#                                                towards the unpruned model for one epoch,
+#                                                (tune-refit.sh: every transformer layer
+#                                                trained towards the unpruned model for one epoch,
 #                                                kept if it decodes valid better; the
 #                                                recipes' --recovery tuned; with --valid
 #                                                its valid score is the tuning's, not
