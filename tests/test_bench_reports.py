@@ -35,6 +35,19 @@ def splice_recovery(folder, doc) -> None:
     )  # fmt: skip
 
 
+def write_todays_h4_run(folder) -> None:
+    """Today's H/4 run of gate seed 1 in FOLDER: stage 6an's start and tunings (test 34.0 /
+    36.0 / 37.0, valid 35.0 / 37.0 / 38.0) and the fine-tune of its tuning at 0 (39.0, 40.0)."""
+    model = " {} valid {} test {} loss 1.0 kl 0.1 hidden 0.05"
+    (folder / "tune-dropout.txt").write_text(
+        "split-k18-s1:" + model.format("start", 35.0, 34.0) + ";" + model.format("d0.1", 37.0, 36.0)
+        + ";" + model.format("d0", 38.0, 37.0) + "\n"
+    )  # fmt: skip
+    (folder / "split-rebuilt.txt").write_text(
+        "t0-k18-s1: best test 39.0 valid 40.0; last test 30.0 valid 30.0; valid loss 2.0\n"
+    )
+
+
 def test_the_reports_read_results_without_torch_or_fairseq():
     """The reports only read result files: importing them (and through layout_split the
     plugin's head layout, which the package defers registration for) must not pay torch's
@@ -1356,12 +1369,7 @@ def test_importance_columns_switch_to_todays_defaults_once_they_cover_every_k(tm
             for k in (36, 9)
         )  # fmt: skip
     )
-    model = " {} valid {} test {} loss 1.0 kl 0.1 hidden 0.05"
-    (tmp_path / "tune-dropout.txt").write_text(
-        "split-k18-s1:" + model.format("start", 35.0, 34.0) + ";" + model.format("d0.1", 37.0, 36.0)
-        + ";" + model.format("d0", 38.0, 37.0) + "\n"
-    )  # fmt: skip
-    (tmp_path / "split-rebuilt.txt").write_text(ft.format("t0-k18", 1, 39.0, 40.0)[3:])
+    write_todays_h4_run(tmp_path)
     imp = "imp{}-s{}: untuned valid {}; tuned valid {}; kept {}; test {}\n"
     lines = [
         imp.format(18, 1, 30.0, 36.0, "tuned", 35.0),
@@ -1421,12 +1429,7 @@ def test_paired_blocks_set_each_change_beside_todays_run_of_the_same_gate_seed(t
         one.format(36, 1, 37.0, 38.0, 38.5, 39.5, 700) + one.format(36, 2, 37.5, 38.0, 39.0, 39.0)
         + ft.format(36, 2, 40.0, 41.0)
     )  # fmt: skip
-    model = " {} valid {} test {} loss 1.0 kl 0.1 hidden 0.05"
-    (tmp_path / "tune-dropout.txt").write_text(
-        "split-k18-s1:" + model.format("start", 35.0, 34.0) + ";" + model.format("d0.1", 37.0, 36.0)
-        + ";" + model.format("d0", 38.0, 37.0) + "\n"
-    )  # fmt: skip
-    (tmp_path / "split-rebuilt.txt").write_text(ft.format(18, 1, 39.0, 40.0).replace("ft-", "t0-"))
+    write_todays_h4_run(tmp_path)
     (tmp_path / "gate-dropout.txt").write_text(
         "# stage 6ar\n" + one.format(36, 2, 38.5, 38.5, 38.0, 39.5) + ft.format(36, 2, 40.5, 40.0)
         + one.format(36, 1, 38.0, 39.0, 39.5, 40.0) + one.format(36, 3, 1.0, 1.0, 1.0, 1.0)
