@@ -1025,8 +1025,9 @@ def main() -> int:
     split = proportional_runs(layouts)
     today, today_seconds = today_runs(args.dir)
     tune_layers_path = os.path.join(args.dir, TUNE_LAYERS_FILE)
+    today_by_seed = by_seed(today)  # what each changed run is paired with
     tune_layers = tuned_layer_runs(
-        tune_layers_path, fine_tune_lines(tune_layers_path), by_seed(today)
+        tune_layers_path, fine_tune_lines(tune_layers_path), today_by_seed
     )
     today_imp = today_importance_runs(args.dir)
     # the distilled fine-tunes of the split's models beside their labels fine-tunes
@@ -1249,13 +1250,11 @@ def main() -> int:
     gate_dropout = runs_of(one_command_lines(gate_dropout_path), fine_tune_lines(gate_dropout_path))
     if args.marker == "recovery" and gate_dropout:  # stages 6ap/6ar: the gate run at dropout 0
         parts["gate-dropout"] = "\n".join(
-            paired_lines(by_seed(today), gate_dropout, ("best", "one", "ft"), ("0.2", "0"))
+            paired_lines(today_by_seed, gate_dropout, ("best", "one", "ft"), ("0.2", "0"))
         )
     if args.marker == "recovery" and tune_layers:  # stage 6as: the tuning of every layer
         parts["tune-layers"] = "\n".join(
-            paired_lines(
-                by_seed(today), tune_layers, ("one", "ft"), ("out_proj,fc2", "every layer")
-            )
+            paired_lines(today_by_seed, tune_layers, ("one", "ft"), ("out_proj,fc2", "every layer"))
         )
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
