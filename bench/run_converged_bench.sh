@@ -1215,6 +1215,30 @@ for k in 18 36 9; do
   done
 done
 
+# 6at. session 45: head importance's one command with today's tuned refit (every transformer
+# layer: tune-refit.sh's default since stage 6as), so that DSP and importance meet with the same
+# recovery: 6aq again in WORK/importance-tl, tuning seeds 1-3, then the recipe's fine-tune at
+# 5e-4. The scores and the reconstructed start depend neither on the seed nor on the tuning:
+# where 6aq's folder has them they are copied, not recomputed. Lines "impK-sS" and "ft-impK-sS"
+# in importance-tl.txt (the README table's importance columns)
+importance_tl() {  # importance_tl K SEED
+  local f
+  mkdir -p "$WORK/importance-tl"
+  for f in "$WORK/importance-t0/importance.json" "$WORK/importance-t0/imp$1-s1".untuned.{pt,strip.txt}; do
+    [[ -s $f && ! -e $WORK/importance-tl/${f##*/} ]] && cp -p "$f" "$WORK/importance-tl/"
+  done
+  importance_command importance-tl "$OUT/importance-tl.txt" "$1" "$2"
+}
+for k in 18 36 9; do
+  for seed in 1 2 3; do timed "importance-tl-k$k-s$seed" importance_tl "$k" "$seed"; done
+done
+for k in 18 36 9; do
+  for seed in 1 2 3; do
+    timed "importance-tl-ft-k$k-s$seed" ft_importance_tuned "$k" "$seed" importance-tl \
+      "$OUT/importance-tl.txt" --lr 5e-4
+  done
+done
+
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
 # (the distilled rows of the side folders too; not the distillation-settings study's)
