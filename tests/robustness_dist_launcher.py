@@ -11,6 +11,11 @@ its step the hook records the gradient the task hands it (all-reduced,
 unscaled), after it the logits and Adam's step count. After the trainer's own
 step it records a checksum of all trainer parameters. The record is written to
 OUT.json when training ends.
+
+Then the process group is destroyed, which fairseq's ``distributed_main`` leaves to
+interpreter exit: there gloo's worker threads can still hold tensors whose release
+needs the GIL, and a rank aborted now and then with "terminate called without an
+active exception" (exit -6) after saving everything (pytorch/pytorch#190489).
 """
 
 import json
@@ -59,3 +64,5 @@ from fairseq_cli.train import cli_main  # noqa: E402
 cli_main()
 with open(OUT, "w") as f:
     json.dump(RECORD, f)
+if torch.distributed.is_initialized():  # every rank passed fairseq's final barrier
+    torch.distributed.destroy_process_group()
