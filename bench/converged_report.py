@@ -446,17 +446,37 @@ LABELS[TODAY_IMP] = (
 LABELS[TODAY_IMP_FT] = LABELS[TODAY_IMP] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
 
 
-def today_importance_runs(directory: str) -> tuple:
+def importance_runs(directory: str, name: str = TODAY_IMP_FILE) -> dict:
+    """{K: [{"seed", "one", "ft"}, ...]} of head importance's one command (the model the tuning
+    kept) and the recipe's fine-tune of it (None where not run yet), by tuning seed, from the
+    "impK-sS" and "ft-impK-sS" lines of NAME (TODAY_IMP_FILE or TL_IMP_FILE)."""
+    path = os.path.join(directory, name)
+    finetunes = fine_tune_lines(path)
+    return {
+        k: [
+            {"seed": seed, "one": run, "ft": finetunes.get(f"ft-imp{k}-s{seed}", {}).get("best")}
+            for seed, run in sorted(v)
+        ]
+        for k, v in tuned_default_runs(path)[1].items()
+    }
+
+
+def today_importance_runs(directory: str, name: str = TODAY_IMP_FILE) -> tuple:
     """({K: [(test, valid), ...]} of head importance's one command at today's defaults (the model
     the tuning kept), {K: [(test, valid), ...]} of the recipe's fine-tune of each), in tuning-seed
-    order (TODAY_IMP_FILE)."""
-    path = os.path.join(directory, TODAY_IMP_FILE)
-    one = {k: [r for _, r in sorted(runs)] for k, runs in tuned_default_runs(path)[1].items()}
-    ft = {
-        k: [r["best"] for _, r in v]
-        for k, v in tuned_finetunes(fine_tune_lines(path), "imp").items()
-    }
-    return one, ft
+    order (importance_runs of NAME)."""
+    runs = importance_runs(directory, name)
+    fts = {k: [r["ft"] for r in v if r["ft"]] for k, v in runs.items()}
+    return {k: [r["one"] for r in v] for k, v in runs.items()}, {k: v for k, v in fts.items() if v}
+
+
+# head importance's one command with the tuning of every transformer layer (stage 6at, session
+# 45: stage 6aq again once tune-refit.sh trains every layer by default), lines as TODAY_IMP_FILE's
+TL_IMP = "tune-layers:importance"
+TL_IMP_FT = TL_IMP + "+ft"
+TL_IMP_FILE = "importance-tl.txt"
+LABELS[TL_IMP] = LABELS[TODAY_IMP] + ", the tuning training every transformer layer"
+LABELS[TL_IMP_FT] = LABELS[TL_IMP] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
 
 
 def importance_today_lines(today_imp: tuple, old_imp: tuple, dsp: dict, unpruned: float) -> list:
@@ -1030,6 +1050,7 @@ def main() -> int:
         tune_layers_path, fine_tune_lines(tune_layers_path), today_by_seed
     )
     today_imp = today_importance_runs(args.dir)
+    tl_imp = today_importance_runs(args.dir, TL_IMP_FILE)
     # the distilled fine-tunes of the split's models beside their labels fine-tunes
     distilled = fine_tune_lines(os.path.join(args.dir, DISTILLED_FILE))
     batch = fine_tune_lines(os.path.join(args.dir, BATCH_FILE))  # stage 6aj: --update-freq 2
@@ -1107,6 +1128,8 @@ def main() -> int:
         (TODAY_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in today.items()}),
         (TODAY_IMP, today_imp[0]),
         (TODAY_IMP_FT, today_imp[1]),
+        (TL_IMP, tl_imp[0]),
+        (TL_IMP_FT, tl_imp[1]),
         (TUNE_LAYERS, {k: [r["one"] for r in v if r["one"]] for k, v in tune_layers.items()}),
         (TUNE_LAYERS_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in tune_layers.items()}),
         (AUTO_KD, tagged_by_k(seeded_finetunes(distilled, "kd0.5"))),
@@ -1255,6 +1278,16 @@ def main() -> int:
     if args.marker == "recovery" and tune_layers:  # stage 6as: the tuning of every layer
         parts["tune-layers"] = "\n".join(
             paired_lines(today_by_seed, tune_layers, ("one", "ft"), ("out_proj,fc2", "every layer"))
+        )
+    if args.marker == "recovery" and tl_imp[0]:  # stage 6at: importance's every-layer tuning
+        parts["importance-tune-layers"] = "\n".join(
+            paired_lines(
+                by_seed(importance_runs(args.dir)),
+                importance_runs(args.dir, TL_IMP_FILE),
+                ("one", "ft"),
+                ("out_proj,fc2", "every layer"),
+                "tuning seed",
+            )
         )
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
@@ -1479,10 +1512,18 @@ def defaults_lines(
             "gate seeds (DSP: today's defaults, the tuning of every transformer layer at dropout "
             "0, at K <= H/4 the K heads split among the attention types by their heads)"
         )
-        importance_tuning = importance_tuning[:-1] + (
-            ", with its tuning of out_proj and fc2 (the default until session 44), not measured "
-            "with the tuning of every layer yet."
-        )
+        if newest(TL_IMP, "") and newest(TL_IMP_FT, ""):  # stage 6at's, once at every K
+            imp_one, imp_ft = TL_IMP, TL_IMP_FT
+            importance_tuning = (
+                " Head importance's columns: its one command at today's defaults too (its own "
+                "scores, the tuning of every transformer layer at dropout 0; stage 6at, "
+                f"[bench/recovery/{TL_IMP_FILE}](bench/recovery/{TL_IMP_FILE}))."
+            )
+        else:
+            importance_tuning = importance_tuning[:-1] + (
+                ", with its tuning of out_proj and fc2 (the default until session 44), not "
+                "measured with the tuning of every layer yet."
+            )
     columns = (
         (one, "DSP, the one command (tuned refit)"),
         (best, "DSP, `--recovery best` (no weight training)"),
@@ -1629,6 +1670,8 @@ def goal_lines(
 
     # head importance at today's defaults once its one command and fine-tune cover every K
     today_imp = all(values(m, k) for m in (TODAY_IMP, TODAY_IMP_FT) for k in NAMES)
+    # and with the tuning of every layer (stage 6at), the same recovery as DSP's below
+    tl_imp = all(values(m, k) for m in (TL_IMP, TL_IMP_FT) for k in NAMES)
 
     default = f"{DEFAULT_GATES}:dsp"  # the cells of prune-pipelined.sh's default gates
     return [
@@ -1683,8 +1726,10 @@ def goal_lines(
                 "and fc2; `--recovery best` the same models as above)",
                 (TUNE_LAYERS, TODAY_BEST, TUNE_LAYERS_FT),
                 today_seconds,
-                (TODAY_IMP, TODAY_IMP_FT) if today_imp else (),
-                "reconstruct + its tuning of out_proj and fc2",
+                (TL_IMP, TL_IMP_FT) if tl_imp else (TODAY_IMP, TODAY_IMP_FT) if today_imp else (),
+                "reconstruct + the same tuning of every layer, stage 6at"
+                if tl_imp
+                else "reconstruct + its tuning of out_proj and fc2",
             )
             if any(values(TUNE_LAYERS, k) for k in NAMES)
             else ()

@@ -92,13 +92,15 @@ def paired_lines(
     changed: Dict[int, List[dict]],
     steps: Sequence[str],
     names: Tuple[str, str],
+    seed: str = "gate seed",
 ) -> List[str]:
-    """The table: per K (H/2, H/4, H/8 order) and gate seed, today's run / the changed run at
-    each of STEPS ("best", "one", "ft"), test_2016 (valid); then per K the mean change on test
-    (on valid, each pair's change on test; both groups' means and min-max on test). NAMES:
-    (today's, the change's) in the header."""
+    """The table: per K (H/2, H/4, H/8 order) and SEED (what pairs the runs: the gate seed, or
+    head importance's tuning seed), today's run / the changed run at each of STEPS ("best",
+    "one", "ft"), test_2016 (valid); then per K the mean change on test (on valid, each pair's
+    change on test; both groups' means and min-max on test). NAMES: (today's, the change's) in
+    the header."""
     header = " | ".join(f"{STEP_NAMES[s]}: {names[0]} / {names[1]}" for s in steps)
-    lines = [f"| K | gate seed | {header} |", "|---|---|" + "---|" * len(steps)]
+    lines = [f"| K | {seed} | {header} |", "|---|---|" + "---|" * len(steps)]
     for k in sorted(changed, key=lambda k: -k):
         paired = [(r, today.get(k, {}).get(r["seed"])) for r in changed[k]]
         paired = sorted(((r, t) for r, t in paired if t), key=lambda p: p[0]["seed"])

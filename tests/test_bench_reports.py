@@ -1504,3 +1504,63 @@ def test_readme_table_follows_the_tuned_refits_default_layers(tmp_path):
     assert "| 36 of 72 (H/2) | 38.00 (1 run) | 36.00 (1 run) | 38.00 (1 run) | 30.00" in new[4]
     assert "| 9 of 72 (H/8) | 37.00 (1 run) | 36.00 (1 run) | 37.00 (1 run) | 30.00" in new[6]
     assert "tune-layers.txt" in new[0] and "not measured with the tuning of every layer" in new[0]
+    # importance's columns follow stage 6at's every-layer tuning once it covers every K
+    cells.update({(m, k): (33.0, 34.0) for m in (cr.TL_IMP, cr.TL_IMP_FT) for k in (36, 18)})
+    assert cr.defaults_lines(cells, {}, base, "auto", "layers") == new
+    cells.update({(m, 9): (32.0, 33.0) for m in (cr.TL_IMP, cr.TL_IMP_FT)})
+    both = cr.defaults_lines(cells, {}, base, "auto", "layers")
+    assert both[4].endswith("| 33.00 (1 run) | 33.00 (1 run) |")
+    assert both[6].endswith("| 32.00 (1 run) | 32.00 (1 run) |")
+    assert "importance-tl.txt" in both[0] and "not measured" not in both[0]
+    # and never while DSP's columns are of the out_proj,fc2 tuning
+    assert "importance-tl.txt" not in cr.defaults_lines(cells, {}, base, "auto", "out_proj,fc2")[0]
+
+
+def test_importance_tuning_block_pairs_by_tuning_seed_and_the_goals_name_the_same_recovery(
+    tmp_path,
+):
+    """Stage 6at (importance-tl.txt: head importance's one command with the tuning of every
+    layer) is paired with stage 6aq's run of the same K and tuning seed (importance-t0.txt),
+    fine-tunes included; once it covers every K the goal rows of DSP's every-layer tuning
+    compare with it, "the same tuning of every layer"."""
+    imp = "imp{}-s{}: untuned valid 30.00; tuned valid {}; kept tuned; test {}\n"
+    ft = "ft-imp{}-s{}: best test {} valid {}; last test 30.0 valid 30.0; valid loss 2.0\n"
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    (tmp_path / "importance-t0.txt").write_text(
+        "# 6aq\n" + imp.format(36, 1, 39.0, 38.0) + ft.format(36, 1, 40.0, 41.0)
+        + imp.format(36, 2, 39.5, 38.5) + ft.format(36, 2, 40.5, 41.0)
+    )  # fmt: skip
+    (tmp_path / "importance-tl.txt").write_text(
+        imp.format(36, 2, 39.0, 39.5) + imp.format(36, 1, 40.0, 38.25) + ft.format(36, 1, 40.5, 42.0)
+        + imp.format(36, 3, 1.0, 1.0) + imp.format(18, 1, 37.0, 36.0) + ft.format(18, 1, 38.0, 39.0)
+        + imp.format(9, 1, 33.0, 32.0) + ft.format(9, 1, 35.0, 36.0)
+    )  # fmt: skip
+    (tmp_path / "tune-layers.txt").write_text(
+        "k36-s1: start valid 35.00; tuned valid 38.50 test 39.00; kept tuned\n"
+        "ft-k36-s1: best test 41.0 valid 41.5; last test 30.0 valid 30.0; valid loss 2.0\n"
+    )
+    results = tmp_path / "RESULTS.md"
+    results.write_text(
+        "<!-- importance-tune-layers -->\n<!-- /importance-tune-layers -->\n"
+        "<!-- recovery-goals -->\n<!-- /recovery-goals -->\n"
+    )
+    splice_recovery(tmp_path, results)
+    lines = results.read_text().splitlines()
+    assert lines[1].startswith("| K | tuning seed | the one command: out_proj,fc2 / every layer")
+    assert lines[3:6] == [
+        "| 36 | 1 | 38.00 (39.00) / 38.25 (40.00) | 40.00 (41.00) / 40.50 (42.00) |",
+        "| 36 | 2 | 38.50 (39.50) / 39.50 (39.00) | 40.50 (41.00) / - |",
+        "| 36 | change, mean of 2 | **+0.62** (valid +0.25; +0.25, +1.00; 38.25 (38.00-38.50) / "
+        "38.88 (38.25-39.50)) | **+0.50** (valid +1.00; +0.50) |",
+    ]
+    sys.path.insert(0, str(ROOT / "bench"))
+    import converged_report as cr
+
+    one, fts = cr.today_importance_runs(str(tmp_path), cr.TL_IMP_FILE)
+    assert one[36] == [(38.25, 40.0), (39.5, 39.0), (1.0, 1.0)] and fts[36] == [(40.5, 42.0)]
+    # DSP's every-layer tuning (39.00; its fine-tune 41.00) against 6at's mean at H/2
+    # (38.25, 39.50, 1.00: 26.25; fine-tune 40.50), named with the same recovery
+    goals = [r for r in lines if "tuning of every transformer layer (session 44" in r]
+    rival = "(reconstruct + the same tuning of every layer, stage 6at) | H/2: +12.75 vs "
+    assert any(rival in r for r in goals), goals
+    assert any("the same fine-tune | H/2: +0.50 vs " in r for r in goals), goals
