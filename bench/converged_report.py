@@ -427,7 +427,7 @@ def today_runs(directory: str) -> tuple:
 TUNE_LAYERS = "tune-layers:dsp"
 TUNE_LAYERS_FT = TUNE_LAYERS + "+ft"
 LABELS[TUNE_LAYERS] = (
-    LABELS[TODAY] + ", the tuning training every transformer layer (`--layers layers`)"
+    LABELS[TODAY] + ", the tuning training every transformer layer instead (`--layers layers`)"
 )
 LABELS[TUNE_LAYERS_FT] = LABELS[TUNE_LAYERS] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
 
@@ -475,7 +475,9 @@ def today_importance_runs(directory: str, name: str = TODAY_IMP_FILE) -> tuple:
 TL_IMP = "tune-layers:importance"
 TL_IMP_FT = TL_IMP + "+ft"
 TL_IMP_FILE = "importance-tl.txt"
-LABELS[TL_IMP] = LABELS[TODAY_IMP] + ", the tuning training every transformer layer"
+LABELS[TL_IMP] = (
+    LABELS[TODAY_IMP] + ", the tuning training every transformer layer instead (`--layers layers`)"
+)
 LABELS[TL_IMP_FT] = LABELS[TL_IMP] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
 
 
