@@ -1189,20 +1189,22 @@ done
 # with 6an's tunings of the same starts (tune-dropout.txt "split-k18-sS") and their fine-tunes
 # (split-rebuilt.txt "t0-k18-sS"); lines "kK-sS" (valid of start and tuning, test of the tuned
 # model) and "ft-kK-sS" in tune-layers.txt
-tune_layers() {  # tune_layers K SEED: tune-refit.sh --layers layers of today's gate run
-  local dir=k$1 run save line from=one-command-t0
-  [[ $2 == 1 ]] || dir=k$1-s$2
-  [[ $1 == 18 ]] && from=split-rebuilt  # H/4's gate runs of today are 6ak's
-  run=$WORK/$from/$dir save=$WORK/tune-layers/$dir
+tune_layers() {  # tune_layers K SEED [NAME [TUNE-REFIT ARGS...]]: tune-refit.sh --layers layers
+  # of today's gate run into WORK/NAME/ (default tune-layers), its line in OUT/NAME.txt
+  local k=$1 seed=$2 name=${3:-tune-layers} dir=k$1 run save line from=one-command-t0
+  shift $(( $# < 3 ? $# : 3 ))
+  [[ $seed == 1 ]] || dir=k$k-s$seed
+  [[ $k == 18 ]] && from=split-rebuilt  # H/4's gate runs of today are 6ak's
+  run=$WORK/$from/$dir save=$WORK/$name/$dir
   bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$run/pruned.untuned.pt" --base "$BASE" \
     --save-dir "$save" --preset cpu-small --seed 1 --layers layers \
-    --untuned-score "$run/valid-$(field "$run/recovery.json" chosen)/score.json"
+    --untuned-score "$run/valid-$(field "$run/recovery.json" chosen)/score.json" "$@"
   bash "$RECIPES/evaluate.sh" --data "$DATA" --checkpoint "$save/run/pruned.pt" --out "$save/test-tuned"
-  line="k$1-s$2: start valid $(field "$save/tune.json" valid_sacrebleu.untuned)"
+  line="k$k-s$seed: start valid $(field "$save/tune.json" valid_sacrebleu.untuned)"
   line+="; tuned valid $(field "$save/tune.json" valid_sacrebleu.tuned)"
   line+=" test $(field "$save/test-tuned/score.json" sacrebleu); kept $(field "$save/tune.json" chosen)"
-  touch "$OUT/tune-layers.txt"
-  grep -q "^k$1-s$2:" "$OUT/tune-layers.txt" || echo "$line" >> "$OUT/tune-layers.txt"
+  touch "$OUT/$name.txt"
+  grep -q "^k$k-s$seed:" "$OUT/$name.txt" || echo "$line" >> "$OUT/$name.txt"
 }
 # then the same at H/2 and H/8 from 6ao's gate runs (one-command-t0), paired with their tuning
 # at 0 and fine-tunes there
@@ -1236,6 +1238,20 @@ for k in 18 36 9; do
   for seed in 1 2 3; do
     timed "importance-tl-ft-k$k-s$seed" ft_importance_tuned "$k" "$seed" importance-tl \
       "$OUT/importance-tl.txt" --lr 5e-4
+  done
+done
+
+# 6au. session 46: the tuning of every layer at a lower learning rate (2e-4 instead of 5e-4):
+# at H/2 the tuning of every layer at 5e-4 decoded valid lower than that of out_proj,fc2 in
+# every pair (6as); 6as again from the same starts with tune-refit.sh --lr 2e-4, H/2 first,
+# each K's tunings followed by the recipe's fine-tunes at 5e-4 of the models kept; lines "kK-sS" and "ft-kK-sS" in
+# tune-lr2e-4.txt, paired with 6as's tune-layers.txt
+for k in 36 18 9; do
+  for seed in 1 2 3; do timed "tune-lr2e-4-k$k-s$seed" tune_layers "$k" "$seed" tune-lr2e-4 --lr 2e-4; done
+  for seed in 1 2 3; do
+    dir=k$k && [[ $seed == 1 ]] || dir=k$k-s$seed
+    timed "tune-lr2e-4-ft-k$k-s$seed" finetune_line "ft-k$k-s$seed" "$WORK/tune-lr2e-4/ft-$dir" \
+      "$OUT/tune-lr2e-4.txt" --pruned "$WORK/tune-lr2e-4/$dir/pruned.pt" --seed 1 --lr 5e-4
   done
 done
 
