@@ -113,7 +113,7 @@ publish() {
   done
   local pick
   for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned pick-k-refined \
-              pick-k-tuned-s40 pick-k-s40 pick-k-tuned-d0; do
+              pick-k-tuned-s40 pick-k-s40 pick-k-tuned-d0 pick-k-tuned-tl; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -172,9 +172,11 @@ fi
 # Every gate run before stage 6ah (sessions 1-35) chose its K heads among all heads
 # (--type-split free; stage 6ah's give their per-type budgets themselves)
 FREE_SPLIT=(--type-split free)
-# Every tuned refit before stage 6an (sessions 20-40) trained at dropout 0.1, tune-refit.sh's
-# default until session 41 (0 since)
-OLD_TUNE=(--tune-args "--dropout 0.1")
+# Every tuned refit before stage 6as (sessions 20-43) trained only out_proj and fc2, the layers
+# the refit sets (tune-refit.sh's default until session 44; every transformer layer since), and
+# before stage 6an (sessions 20-40) at dropout 0.1 (the default until session 41; 0 since)
+OLD_LAYERS="--layers out_proj,fc2"
+OLD_TUNE=(--tune-args "--dropout 0.1 $OLD_LAYERS")
 OLD_GATES=(--validate-interval 54 --importance-args "--granularity token" "${FREE_SPLIT[@]}")
 OLD_PICK_K=(--gate-args "--validate-after-updates 0" --importance-args "--granularity token"
             "${FREE_SPLIT[@]}")
@@ -1080,7 +1082,7 @@ valid_terms() {  # valid_terms CKPT: validation loss, KL and hidden-state term t
 tune_dropout() {  # tune_dropout NAME RUN: RUN a prune-pipelined.sh --recovery tuned folder
   local name=$1 run=$2 save=$WORK/tune-dropout/$1 out=$OUT/tune-dropout.txt line m ckpt valid
   bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$run/pruned.untuned.pt" --base "$BASE" \
-    --save-dir "$save" --preset cpu-small --seed 1 --dropout 0 \
+    --save-dir "$save" --preset cpu-small --seed 1 --dropout 0 $OLD_LAYERS \
     --untuned-score "$run/valid-$(field "$run/recovery.json" chosen)/score.json"
   line="$name:"
   for m in start d0.1 d0; do
@@ -1119,14 +1121,14 @@ untuned_probes() {  # untuned_probes FROM TO: TO a copy of dsp-pick-k folder FRO
   mv "$2.tmp" "$2"
 }
 timed pick-k-tuned-d0-copy untuned_probes "$WORK/pick-k-tuned-s40" "$WORK/pick-k-tuned-d0"
-timed pick-k-tuned-d0 pick_k_today pick-k-tuned-d0 --recovery tuned
+timed pick-k-tuned-d0 pick_k_today pick-k-tuned-d0 --recovery tuned --tune-args "$OLD_LAYERS"
 
 # 6ao. session 42: the one command with today's defaults at H/2 and H/8 (the tuning at dropout 0
 # since 6an; --type-split auto since 6ah: one top-K at H/2, 3 heads of each attention type at
 # H/8), gate seeds 1-3, each followed by the recipe's fine-tune of its model; lines "kK-sS" and
 # "ft-kK-sS" in one-command-t0.txt. H/4 at today's defaults: 6an's tunings of 6ak's gate runs
-today_one_command() {  # today_one_command NAME K SEED: one_command without the older stages' pins
-  local -a FREE_SPLIT=() OLD_TUNE=()
+today_one_command() {  # today_one_command NAME K SEED: one_command with session 42's defaults
+  local -a FREE_SPLIT=() OLD_TUNE=(--tune-args "$OLD_LAYERS")
   one_command "$@"
 }
 for seed in 1 2 3; do
@@ -1143,7 +1145,7 @@ done
 # fine-tune; paired with 6ak's run of the same seed tuned at 0 by 6an (tune-dropout.txt
 # "split-k18-s1", split-rebuilt.txt "t0-k18-s1"); lines "kK-sS" and "ft-kK-sS" in gate-dropout.txt
 gate_dropout() {  # gate_dropout K SEED
-  local -a OLD_TUNE=()
+  local -a OLD_TUNE=(--tune-args "$OLD_LAYERS")
   one_command gate-dropout "$1" "$2" \
     --train-args "--heads-to-keep-per-type enc-self=6,dec-self=6,cross=6 --dropout 0"
 }
@@ -1163,7 +1165,8 @@ done
 # importance columns beside 6ao's DSP
 for k in 18 36 9; do
   for seed in 1 2 3; do
-    timed "importance-t0-k$k-s$seed" importance_command importance-t0 "$OUT/importance-t0.txt" "$k" "$seed"
+    timed "importance-t0-k$k-s$seed" importance_command importance-t0 "$OUT/importance-t0.txt" "$k" "$seed" \
+      --tune-args "$OLD_LAYERS"
     timed "importance-t0-ft-k$k-s$seed" ft_importance_tuned "$k" "$seed" importance-t0 "$OUT/importance-t0.txt" \
       --lr 5e-4
   done
@@ -1175,7 +1178,7 @@ done
 # `--recovery best` gives (the goal without weight training misses by 0.67 at H/2); lines
 # "k36-sS" in gate-dropout.txt
 gate_dropout_h2() {  # gate_dropout_h2 SEED
-  local -a FREE_SPLIT=() OLD_TUNE=()
+  local -a FREE_SPLIT=() OLD_TUNE=(--tune-args "$OLD_LAYERS")
   one_command gate-dropout 36 "$1" --train-args "--dropout 0"
 }
 for seed in 1 2 3; do
@@ -1254,6 +1257,13 @@ for k in 36 18 9; do
       "$OUT/tune-lr2e-4.txt" --pruned "$WORK/tune-lr2e-4/$dir/pruned.pt" --seed 1 --lr 5e-4
   done
 done
+
+# 6av. session 46: dsp-pick-k --recovery tuned with today's tuning (every transformer layer,
+# stage 6as), its probes copies of 6an's tuned search's (the same gate runs: today's gate
+# defaults, deterministic here) with their tuning removed, so the search tunes each probe it
+# visits again; in pick-k-tuned-tl
+timed pick-k-tuned-tl-copy untuned_probes "$WORK/pick-k-tuned-d0" "$WORK/pick-k-tuned-tl"
+timed pick-k-tuned-tl pick_k_today pick-k-tuned-tl --recovery tuned
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

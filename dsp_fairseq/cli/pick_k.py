@@ -296,15 +296,16 @@ def main(argv=None) -> int:
         "--recovery): best (default: the better on valid of the gate run's own weights and "
         "the refit), tuned (best, then the transformer layers tuned towards the unpruned model for "
         "one epoch, kept if better on valid: tune-refit.sh, the recipes' default; here it "
-        "adds 3-5 minutes per probe on 2 CPU cores; on the 72-head benchmark it kept 52 heads "
-        "where best keeps 54, in 1.6 times the time, bench/RESULTS.md), reconstruct (dsp-strip --reconstruct on "
-        "training batches) or none",
+        "adds 3-5 minutes per probe on 2 CPU cores; on the 72-head benchmark it kept 42 heads "
+        "where best keeps 54, with the tuning of out_proj,fc2 at dropout 0, the default before "
+        "session 44; README, dsp-pick-k), reconstruct (dsp-strip --reconstruct on training "
+        "batches) or none",
     )
     parser.add_argument(
         "--tune-args",
         default="",
         help="more tune-refit.sh options for --recovery tuned (prune-pipelined.sh --tune-args), "
-        'e.g. "--dropout 0"',
+        'e.g. "--layers out_proj,fc2" (the tuning of the layers the refit sets)',
     )
     parser.add_argument(
         "--restarts",
