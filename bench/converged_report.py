@@ -45,6 +45,7 @@ from layout_split import (
 from paired_runs import (
     GATE_DROPOUT_FILE,
     TUNE_LAYERS_FILE,
+    TUNE_LR_FILE,
     by_seed,
     paired_lines,
     recipe_tune_layers,
@@ -109,9 +110,10 @@ SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 # importance, validation in the second half, --type-split auto), session 22's (the grid refined
 # one head at a time), session 9's (gates started from head importance), session 7's (distill
 # gates, recovery best), session 5's (plain gates, reconstruct); with --recovery tuned:
-# session 41's (the tuning at dropout 0), session 40's, session 21's
+# session 46's (the tuning of every layer), session 41's (the tuning at dropout 0), session
+# 40's, session 21's
 PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
-TUNED_PICK_RUNS = ("pick-k-tuned-d0", "pick-k-tuned-s40", "pick-k-tuned")
+TUNED_PICK_RUNS = ("pick-k-tuned-tl", "pick-k-tuned-d0", "pick-k-tuned-s40", "pick-k-tuned")
 
 
 # selections that do not depend on the seed (their seed folders hold the calibration
@@ -1051,6 +1053,8 @@ def main() -> int:
     tune_layers = tuned_layer_runs(
         tune_layers_path, fine_tune_lines(tune_layers_path), today_by_seed
     )
+    tune_lr_path = os.path.join(args.dir, TUNE_LR_FILE)  # stage 6au, paired with 6as
+    tune_lr = tuned_layer_runs(tune_lr_path, fine_tune_lines(tune_lr_path), today_by_seed)
     today_imp = today_importance_runs(args.dir)
     tl_imp = today_importance_runs(args.dir, TL_IMP_FILE)
     # the distilled fine-tunes of the split's models beside their labels fine-tunes
@@ -1280,6 +1284,10 @@ def main() -> int:
     if args.marker == "recovery" and tune_layers:  # stage 6as: the tuning of every layer
         parts["tune-layers"] = "\n".join(
             paired_lines(today_by_seed, tune_layers, ("one", "ft"), ("out_proj,fc2", "every layer"))
+        )
+    if args.marker == "recovery" and tune_lr:  # stage 6au: that tuning at 2e-4
+        parts["tune-lr"] = "\n".join(
+            paired_lines(by_seed(tune_layers), tune_lr, ("one", "ft"), ("5e-4", "2e-4"))
         )
     if args.marker == "recovery" and tl_imp[0]:  # stage 6at: importance's every-layer tuning
         parts["importance-tune-layers"] = "\n".join(

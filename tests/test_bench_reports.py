@@ -1516,6 +1516,35 @@ def test_readme_table_follows_the_tuned_refits_default_layers(tmp_path):
     assert "importance-tl.txt" not in cr.defaults_lines(cells, {}, base, "auto", "out_proj,fc2")[0]
 
 
+def test_tuning_learning_rate_block_pairs_each_run_with_the_default_tuning_of_its_start(tmp_path):
+    """Stage 6au (tune-lr2e-4.txt: the tuning of every layer at 2e-4) is paired with stage
+    6as's tuning of the same start (tune-layers.txt, K and gate seed), fine-tunes included; a
+    run whose start 6as did not tune is left out."""
+    ft = "ft-k{}-s{}: best test {} valid {}; last test 30.0 valid 30.0; valid loss 2.0\n"
+    tuned = "k{}-s{}: start valid 38.00; tuned valid {} test {}; kept tuned\n"
+    (tmp_path / "baseline.json").write_text(json.dumps({"sacrebleu": 40.33}))
+    (tmp_path / "tune-layers.txt").write_text(
+        tuned.format(36, 2, 39.0, 38.5) + tuned.format(36, 1, 38.75, 38.25)
+        + ft.format(36, 1, 40.25, 41.0) + ft.format(36, 2, 40.0, 41.0)
+    )  # fmt: skip
+    (tmp_path / "tune-lr2e-4.txt").write_text(
+        "# 6au\n" + tuned.format(36, 1, 39.5, 39.0) + ft.format(36, 1, 40.75, 41.5)
+        + tuned.format(36, 2, 39.25, 38.0) + tuned.format(36, 3, 1.0, 1.0)
+    )  # fmt: skip
+    results = tmp_path / "RESULTS.md"
+    results.write_text("<!-- tune-lr -->\n<!-- /tune-lr -->\n")
+    splice_recovery(tmp_path, results)
+    lines = results.read_text().splitlines()
+    assert lines[1] == "| K | gate seed | the one command: 5e-4 / 2e-4 | + fine-tune: 5e-4 / 2e-4 |"
+    assert lines[3:] == [
+        "| 36 | 1 | 38.25 (38.75) / 39.00 (39.50) | 40.25 (41.00) / 40.75 (41.50) |",
+        "| 36 | 2 | 38.50 (39.00) / 38.00 (39.25) | 40.00 (41.00) / - |",
+        "| 36 | change, mean of 2 | **+0.12** (valid +0.50; +0.75, -0.50; 38.38 (38.25-38.50) / "
+        "38.50 (38.00-39.00)) | **+0.50** (valid +0.50; +0.50) |",
+        "<!-- /tune-lr -->",
+    ]
+
+
 def test_importance_tuning_block_pairs_by_tuning_seed_and_the_goals_name_the_same_recovery(
     tmp_path,
 ):
