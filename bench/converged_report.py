@@ -49,6 +49,7 @@ from paired_runs import (
     by_seed,
     paired_lines,
     recipe_tune_layers,
+    recipe_tune_lr,
     tuned_layer_runs,
 )
 from tune_dropout import TUNE_DROPOUT_FILE, tune_dropout_lines, tune_dropout_runs
@@ -432,6 +433,11 @@ LABELS[TUNE_LAYERS] = (
     LABELS[TODAY] + ", the tuning training every transformer layer instead (`--layers layers`)"
 )
 LABELS[TUNE_LAYERS_FT] = LABELS[TUNE_LAYERS] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
+# the same tuning at learning rate 2e-4 (stage 6au, session 46: tune-lr2e-4.txt)
+TUNE_LR = "tune-lr:dsp"
+TUNE_LR_FT = TUNE_LR + "+ft"
+LABELS[TUNE_LR] = LABELS[TUNE_LAYERS] + ", at learning rate 2e-4 (`--lr 2e-4`)"
+LABELS[TUNE_LR_FT] = LABELS[TUNE_LR] + _AT_DEFAULT + f", at learning rate {DEFAULT_FT_LR}"
 
 
 # head importance's one command at today's defaults (stage 6aq, session 43): prune-importance.sh
@@ -1138,6 +1144,8 @@ def main() -> int:
         (TL_IMP_FT, tl_imp[1]),
         (TUNE_LAYERS, {k: [r["one"] for r in v if r["one"]] for k, v in tune_layers.items()}),
         (TUNE_LAYERS_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in tune_layers.items()}),
+        (TUNE_LR, {k: [r["one"] for r in v if r["one"]] for k, v in tune_lr.items()}),
+        (TUNE_LR_FT, {k: [r["ft"] for r in v if r["ft"]] for k, v in tune_lr.items()}),
         (AUTO_KD, tagged_by_k(seeded_finetunes(distilled, "kd0.5"))),
         (AUTO_KD_HIDDEN, tagged_by_k(seeded_finetunes(distilled, "kd0.5-h1"))),
         (
@@ -1302,7 +1310,14 @@ def main() -> int:
     if args.marker == "recovery":  # the README's short version (a block of its own)
         parts["recovery-summary"] = "\n".join(summary_lines(cells, base, ks))
         parts["recovery-defaults"] = "\n".join(
-            defaults_lines(auto_cells, auto_seeds, base, recipe_type_split(), recipe_tune_layers())
+            defaults_lines(
+                auto_cells,
+                auto_seeds,
+                base,
+                recipe_type_split(),
+                recipe_tune_layers(),
+                recipe_tune_lr(),
+            )  # fmt: skip
         )
     for path in args.splice:
         splice(path, parts)
@@ -1434,13 +1449,19 @@ def run_values(cells: dict, seeds: dict, method: str, k: int) -> list:
 
 
 def defaults_lines(
-    cells: dict, seeds: dict, base: dict, type_split: str = FREE, tune_layers: str = "out_proj,fc2"
+    cells: dict,
+    seeds: dict,
+    base: dict,
+    type_split: str = FREE,
+    tune_layers: str = "out_proj,fc2",
+    tune_lr: str = "5e-4",
 ) -> list:
     """The README's table of what the recipes give today: DSP's one command and head
     importance + reconstruct, each without training and after the recipe's fine-tune.
     TYPE_SPLIT: prune-pipelined.sh's default --type-split, whose runs DSP's columns show
     (with proportional, once they cover every K); TUNE_LAYERS: tune-refit.sh's default
-    --layers (with layers, stage 6as's runs once they cover every K)."""
+    --layers (with layers, stage 6as's runs once they cover every K); TUNE_LR: its default
+    --lr (with 2e-4 and layers, stage 6au's runs once they cover every K)."""
 
     def newest(*methods) -> str:  # the newest default with runs at every K, else the oldest
         return next((m for m in methods if all(run_values(cells, seeds, m, k) for k in NAMES)),
@@ -1533,6 +1554,26 @@ def defaults_lines(
             importance_tuning = importance_tuning[:-1] + (
                 ", with its tuning of out_proj and fc2 (the default until session 44), not "
                 "measured with the tuning of every layer yet."
+            )
+        # and at 2e-4 once that is tune-refit.sh's default and stage 6au covers every K
+        if tune_lr == "2e-4" and newest(TUNE_LR, "") and newest(TUNE_LR_FT, ""):
+            one, ft_method = TUNE_LR, TUNE_LR_FT
+            ft_files = (
+                f"[bench/recovery/{TUNE_LR_FILE}](bench/recovery/{TUNE_LR_FILE}): stage 6au, "
+                "the tuning of every transformer layer at learning rate 2e-4 from the starts of "
+                f"today's gate runs (stage 6ao's at H/2 and H/8 in [bench/recovery/{TODAY_FILE}]"
+                f"(bench/recovery/{TODAY_FILE}), stage 6ak's at H/4 in [bench/recovery/"
+                f"{REBUILT_FILE}](bench/recovery/{REBUILT_FILE})), then the recipe's fine-tune; "
+                "the same gate runs in every DSP column"
+            )
+            runs_of_dsp = (
+                "gate seeds (DSP: today's defaults, the tuning of every transformer layer at "
+                "dropout 0 and learning rate 2e-4, at K <= H/4 the K heads split among the "
+                "attention types by their heads)"
+            )
+            importance_tuning = importance_tuning[:-1] + (
+                ", at learning rate 5e-4 (tune-refit.sh's default until session 46), not "
+                "measured at 2e-4 yet."
             )
     columns = (
         (one, "DSP, the one command (tuned refit)"),
@@ -1742,6 +1783,22 @@ def goal_lines(
                 else "reconstruct + its tuning of out_proj and fc2",
             )
             if any(values(TUNE_LAYERS, k) for k in NAMES)
+            else ()
+        ),
+        *(
+            variant_rows(
+                "the one command with the tuning of every transformer layer at learning rate "
+                '2e-4 (session 46, stage 6au: `--tune-args "--lr 2e-4"`, tune-refit.sh from the '
+                "same starts as the row above; its time the one command's with the tuning of "
+                "out_proj and fc2; `--recovery best` the same models as above)",
+                (TUNE_LR, TODAY_BEST, TUNE_LR_FT),
+                today_seconds,
+                (TL_IMP, TL_IMP_FT) if tl_imp else (),
+                "reconstruct + its tuning of every layer at 5e-4, stage 6at"
+                if tl_imp
+                else "reconstruct + its tuning of out_proj and fc2 at dropout 0.1",
+            )
+            if any(values(TUNE_LR, k) for k in NAMES)
             else ()
         ),
         "| the recipes' default since session 36 + the recipe's 270-update fine-tune distilled "

@@ -33,14 +33,24 @@ _TUNED = re.compile(
 )
 
 
+def _recipe_default(name: str, recipe: str) -> str:
+    """tune-refit.sh's default of the variable NAME (its ``NAME=value`` assignment)."""
+    with open(recipe, encoding="utf-8") as f:
+        m = re.search(rf"(?:^|\s){name}=([a-z_0-9,.+-]+)", f.read(), re.M)
+    if not m:
+        raise ValueError(f"{recipe}: no {name}= line (the tuned refit's default)")
+    return m.group(1)
+
+
 def recipe_tune_layers(recipe: str = TUNE_RECIPE) -> str:
     """tune-refit.sh's default --layers (its ``LAYERS=`` line): the report shows the runs of
     the recipe's default instead of a copy of it."""
-    with open(recipe, encoding="utf-8") as f:
-        m = re.search(r"^LAYERS=([a-z_0-9,]+)", f.read(), re.M)
-    if not m:
-        raise ValueError(f"{recipe}: no LAYERS= line (the tuned refit's default --layers)")
-    return m.group(1)
+    return _recipe_default("LAYERS", recipe)
+
+
+def recipe_tune_lr(recipe: str = TUNE_RECIPE) -> str:
+    """tune-refit.sh's default --lr (its ``LR=`` assignment), as recipe_tune_layers."""
+    return _recipe_default("LR", recipe)
 
 
 def by_seed(runs: Dict[int, List[dict]]) -> Dict[int, Dict[int, dict]]:

@@ -1514,6 +1514,22 @@ def test_readme_table_follows_the_tuned_refits_default_layers(tmp_path):
     assert "importance-tl.txt" in both[0] and "not measured" not in both[0]
     # and never while DSP's columns are of the out_proj,fc2 tuning
     assert "importance-tl.txt" not in cr.defaults_lines(cells, {}, base, "auto", "out_proj,fc2")[0]
+    # tune-refit.sh's default --lr (its LR= assignment) picks stage 6au's runs at 2e-4 once
+    # they and their fine-tunes cover every K; importance's columns say they are of 5e-4
+    assert paired_runs.recipe_tune_lr() in ("5e-4", "2e-4")
+    recipe.write_text('DATA="" SEED=1 LR=2e-4 EPOCHS=1 FT_LR=9\n')
+    assert paired_runs.recipe_tune_lr(str(recipe)) == "2e-4"
+    cells.update({(m, k): (39.0, 40.0) for m in (cr.TUNE_LR, cr.TUNE_LR_FT) for k in (36, 18)})
+    assert cr.defaults_lines(cells, {}, base, "auto", "layers", "2e-4") == both
+    cells.update({(m, 9): (35.0, 36.0) for m in (cr.TUNE_LR, cr.TUNE_LR_FT)})
+    assert cr.defaults_lines(cells, {}, base, "auto", "layers", "5e-4") == both
+    lr = cr.defaults_lines(cells, {}, base, "auto", "layers", "2e-4")
+    assert (
+        lr[4]
+        == "| 36 of 72 (H/2) | 39.00 (1 run) | 36.00 (1 run) | 39.00 (1 run) | 33.00 (1 run) | 33.00 (1 run) |"
+    )
+    assert lr[6].startswith("| 9 of 72 (H/8) | 35.00 (1 run) | 36.00 (1 run) | 35.00 (1 run) |")
+    assert "tune-lr2e-4.txt" in lr[0] and "not measured at 2e-4 yet" in lr[0]
 
 
 def test_tuning_learning_rate_block_pairs_each_run_with_the_default_tuning_of_its_start(tmp_path):
