@@ -1241,12 +1241,14 @@ def main() -> int:
         )
 
     pick, tuned_pick = newest_pick(PICK_RUNS), newest_pick(TUNED_PICK_RUNS)
+    tuned_found = [d for d in TUNED_PICK_RUNS if load(os.path.join(args.dir, d, "pick.json"))]
+    earlier_tuned_pick = newest_pick(tuned_found[1:2])  # the search before the newest
     fast_seconds = one_command_seconds(fast_file)
     auto_seconds = {k: (split_seconds if split_at(k) else fast_seconds).get(k, []) for k in NAMES}
     auto_cells, auto_seeds = with_auto_split(cells, seeds)
     goals = goal_lines(
         auto_cells, auto_seeds, float(base["sacrebleu"]), pick, tuned_pick, fast_seconds,
-        split_seconds, auto_seconds, today_seconds,
+        split_seconds, auto_seconds, today_seconds, earlier_tuned_pick,
     )  # fmt: skip
     if args.marker == "recovery":  # the recovery table: the issue-17 goals only
         goals = goals[: goals.index("")]
@@ -1619,8 +1621,11 @@ def goal_lines(
     split_seconds=None,
     auto_seconds=None,
     today_seconds=None,
+    earlier_tuned_pick=None,
 ) -> list:
     """The issue's goals, measured from the table: met, not met, or not measured yet.
+    ``tuned_pick``: the newest dsp-pick-k --recovery tuned run, ``earlier_tuned_pick`` the one
+    before it (another default tuning), each pick.json.
     ``seconds``: {K: [wall seconds of the one command]} (fast-default.txt); ``split_seconds``
     the same of the one command with --type-split proportional (stage 6ah)."""
 
@@ -1848,6 +1853,16 @@ def goal_lines(
         + within(TUNED_GATES, RETRAINING_FREE_LIMITS),
         "| with the tuned refit (the BLEU part only, as above): `dsp-pick-k --tolerance 0.5 "
         "--recovery tuned` removes at least a third of the heads | " + pick_goal(tuned_pick),
+        *(
+            [
+                "| the same, the search before at the tuning default of its session (`--tune-args "
+                f'"{earlier_tuned_pick.get("tune_args", "")}"` as run then; the tuning trained '
+                "out_proj and fc2 until session 44, every transformer layer since) | "
+                + pick_goal(earlier_tuned_pick)
+            ]
+            if earlier_tuned_pick and earlier_tuned_pick != tuned_pick
+            else []
+        ),
         "| distilled fine-tune: DSP + reconstruct + KD within 0.3 at H/2, 1.0 at H/4, 2.5 at H/8 | "
         + within("dsp+rec+kd", FINETUNE_LIMITS),
         "| 270-update fine-tune (the recipes' default until session 14: labels, dropout 0.2): DSP "

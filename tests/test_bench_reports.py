@@ -443,16 +443,26 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
         (tmp_path / run / "pick.json").write_text(
             json.dumps({"chosen_k": chosen, "total_heads": 72, "recovery": "tuned"})
         )
-        return [ln for ln in report_text(tmp_path).splitlines() if "removes at least" in ln][-1]
+        return [ln for ln in report_text(tmp_path).splitlines() if "tuned` removes at" in ln][0]
+
+    def earlier_tuned_goal():  # the row of the tuned search before the newest, if any
+        rows = report_text(tmp_path).splitlines()
+        return next((ln for ln in rows if "the search before" in ln), None)
 
     assert "K = 54 (18 of 72 heads removed, recovery tuned)" in tuned_goal_with("pick-k-tuned", 54)
+    assert earlier_tuned_goal() is None
     tuned = tuned_goal_with("pick-k-tuned-s40", 48)
     assert "K = 48 (24 of 72 heads removed, recovery tuned) | met |" in tuned
+    assert "K = 54 (18 of 72 heads removed, recovery tuned) | **not met** |" in earlier_tuned_goal()
     # session 41's (the tuning at dropout 0) before session 40's
     tuned = tuned_goal_with("pick-k-tuned-d0", 44)
     assert "K = 44 (28 of 72 heads removed, recovery tuned) | met |" in tuned
+    # session 46's (the tuning of every layer) before session 41's, which keeps its row
+    tuned = tuned_goal_with("pick-k-tuned-tl", 50)
+    assert "K = 50 (22 of 72 heads removed, recovery tuned) | **not met** |" in tuned
+    assert "K = 44 (28 of 72 heads removed, recovery tuned) | met |" in earlier_tuned_goal()
     for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined", "pick-k-s40", "pick-k-tuned",
-                "pick-k-tuned-s40", "pick-k-tuned-d0"):  # fmt: skip
+                "pick-k-tuned-s40", "pick-k-tuned-d0", "pick-k-tuned-tl"):  # fmt: skip
         (tmp_path / run / "pick.json").unlink()
         (tmp_path / run).rmdir()
     versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))
