@@ -298,7 +298,7 @@ def main(argv=None) -> int:
         "one epoch, kept if better on valid: tune-refit.sh, the recipes' default; here it "
         "adds 3-5 minutes per probe on 2 CPU cores; on the 72-head benchmark it kept 42 heads "
         "where best keeps 54, with the tuning of out_proj,fc2 at dropout 0, the default before "
-        "session 44; README, dsp-pick-k), reconstruct (dsp-strip --reconstruct on training "
+        "session 44, and 50 with today's tuning of every layer; README, dsp-pick-k), reconstruct (dsp-strip --reconstruct on training "
         "batches) or none",
     )
     parser.add_argument(
