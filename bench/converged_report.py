@@ -1240,9 +1240,12 @@ def main() -> int:
             (p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in runs) if p), None
         )
 
-    pick, tuned_pick = newest_pick(PICK_RUNS), newest_pick(TUNED_PICK_RUNS)
-    tuned_found = [d for d in TUNED_PICK_RUNS if load(os.path.join(args.dir, d, "pick.json"))]
-    earlier_tuned_pick = newest_pick(tuned_found[1:2])  # the search before the newest
+    pick = newest_pick(PICK_RUNS)
+    tuned_picks = [
+        p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in TUNED_PICK_RUNS) if p
+    ]
+    # the newest tuned search, and the one before it (another tuning default)
+    tuned_pick, earlier_tuned_pick = (tuned_picks + [None, None])[:2]
     fast_seconds = one_command_seconds(fast_file)
     auto_seconds = {k: (split_seconds if split_at(k) else fast_seconds).get(k, []) for k in NAMES}
     auto_cells, auto_seeds = with_auto_split(cells, seeds)
