@@ -113,7 +113,7 @@ publish() {
   done
   local pick
   for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned pick-k-refined \
-              pick-k-tuned-s40 pick-k-s40 pick-k-tuned-d0 pick-k-tuned-tl; do
+              pick-k-tuned-s40 pick-k-s40 pick-k-tuned-d0 pick-k-tuned-tl pick-k-tuned-lr; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -1264,6 +1264,12 @@ done
 # visits again; in pick-k-tuned-tl
 timed pick-k-tuned-tl-copy untuned_probes "$WORK/pick-k-tuned-d0" "$WORK/pick-k-tuned-tl"
 timed pick-k-tuned-tl pick_k_today pick-k-tuned-tl --recovery tuned
+
+# 6aw. session 47: dsp-pick-k --recovery tuned with the tuning at 2e-4 (stage 6au: before a
+# fine-tune it decodes higher than 5e-4 at H/2 and H/4, and pick-k scores probes without one),
+# probes copied from 6av's with their tuning removed; in pick-k-tuned-lr
+timed pick-k-tuned-lr-copy untuned_probes "$WORK/pick-k-tuned-tl" "$WORK/pick-k-tuned-lr"
+timed pick-k-tuned-lr pick_k_today pick-k-tuned-lr --recovery tuned --tune-args "--lr 2e-4"
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
