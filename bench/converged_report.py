@@ -114,7 +114,13 @@ SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 # session 46's (the tuning of every layer), session 41's (the tuning at dropout 0), session
 # 40's, session 21's
 PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
-TUNED_PICK_RUNS = ("pick-k-tuned-tl", "pick-k-tuned-d0", "pick-k-tuned-s40", "pick-k-tuned")
+TUNED_PICK_RUNS = (
+    "pick-k-tuned-lr",
+    "pick-k-tuned-tl",
+    "pick-k-tuned-d0",
+    "pick-k-tuned-s40",
+    "pick-k-tuned",
+)
 
 
 # selections that do not depend on the seed (their seed folders hold the calibration
@@ -1858,10 +1864,15 @@ def goal_lines(
         "--recovery tuned` removes at least a third of the heads | " + pick_goal(tuned_pick),
         *(
             [
-                "| the same, the search before at the tuning default of its session (`--tune-args "
-                f'"{earlier_tuned_pick.get("tune_args", "")}"` as run then; the tuning trained '
-                "out_proj and fc2 until session 44, every transformer layer since) | "
-                + pick_goal(earlier_tuned_pick)
+                "| the same, the search before with the tuning of its session ("
+                + (
+                    f'`--tune-args "{earlier_tuned_pick["tune_args"]}"`'
+                    if earlier_tuned_pick.get("tune_args")
+                    else "tune-refit.sh's defaults"
+                )
+                + " as run then; the tuning trained out_proj and fc2 until session 44, every "
+                "transformer layer since, and dsp-pick-k's tuned at tune-refit.sh's 5e-4 until "
+                "session 46, at 2e-4 since) | " + pick_goal(earlier_tuned_pick)
             ]
             if earlier_tuned_pick and earlier_tuned_pick != tuned_pick
             else []

@@ -1263,7 +1263,7 @@ done
 # defaults, deterministic here) with their tuning removed, so the search tunes each probe it
 # visits again; in pick-k-tuned-tl
 timed pick-k-tuned-tl-copy untuned_probes "$WORK/pick-k-tuned-d0" "$WORK/pick-k-tuned-tl"
-timed pick-k-tuned-tl pick_k_today pick-k-tuned-tl --recovery tuned
+timed pick-k-tuned-tl pick_k_today pick-k-tuned-tl --recovery tuned --tune-args ""  # 5e-4 (pinned: 2e-4 is pick-k's since 6aw)
 
 # 6aw. session 47: dsp-pick-k --recovery tuned with the tuning at 2e-4 (stage 6au: before a
 # fine-tune it decodes higher than 5e-4 at H/2 and H/4, and pick-k scores probes without one),

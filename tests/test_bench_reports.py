@@ -461,8 +461,12 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     tuned = tuned_goal_with("pick-k-tuned-tl", 50)
     assert "K = 50 (22 of 72 heads removed, recovery tuned) | **not met** |" in tuned
     assert "K = 44 (28 of 72 heads removed, recovery tuned) | met |" in earlier_tuned_goal()
+    # session 47's (pick-k's tuning at 2e-4) before session 46's
+    tuned = tuned_goal_with("pick-k-tuned-lr", 40)
+    assert "K = 40 (32 of 72 heads removed, recovery tuned) | met |" in tuned
+    assert "K = 50 (22 of 72 heads removed, recovery tuned) | **not met** |" in earlier_tuned_goal()
     for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined", "pick-k-s40", "pick-k-tuned",
-                "pick-k-tuned-s40", "pick-k-tuned-d0", "pick-k-tuned-tl"):  # fmt: skip
+                "pick-k-tuned-s40", "pick-k-tuned-d0", "pick-k-tuned-tl", "pick-k-tuned-lr"):  # fmt: skip
         (tmp_path / run / "pick.json").unlink()
         (tmp_path / run).rmdir()
     versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))

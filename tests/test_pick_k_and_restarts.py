@@ -431,7 +431,7 @@ def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
 
 
 def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, monkeypatch):
-    """dsp-pick-k --restarts 3 --restart-metric nll (and --tune-args): each probe is
+    """dsp-pick-k --restarts 3 --restart-metric nll (and --tune-args, by default --lr 2e-4): each probe is
     prune-pipelined.sh with these options, scored by the valid sacreBLEU its restarts' choice recorded; pick.json and
     pick.md say how the runs were chosen. (The recipes are replaced by a recorder: the
     restarts themselves run in test_restarts_keep_the_gate_run_that_decodes_valid_best.)"""
@@ -457,6 +457,7 @@ def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, mo
         pick_k.main, "--data", baseline / "data", "--base", baseline / "baseline/checkpoint_best.pt",
         "--out", out, "--ks", "6,12", "--tolerance", "3", "--refine-step", "0", "--restarts", "3",
         "--restart-metric", "nll", "--type-split", "proportional", "--tune-args", "--dropout 0",
+        "--recovery", "tuned",
     )  # fmt: skip
     assert code == 0, err[-3000:]
     assert [name for name, _ in calls] == ["prune-pipelined.sh"] * 2
@@ -471,6 +472,19 @@ def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, mo
     assert result["chosen_k"] == 12 and [p["valid_sacrebleu"] for p in result["probes"]] == [36, 42]
     assert "best of 3 gate runs by valid NLL" in (out / "pick.md").read_text()
     assert (out / "pruned.pt").read_text() == f"the model of {out / 'runs/dsp-k12'}"
+    # without --tune-args, --recovery tuned tunes at 2e-4 (the probes are scored without a
+    # fine-tune); with the default --recovery best no tuning is recorded
+    for recovery, tune_args in (("tuned", "--lr 2e-4"), ("best", "")):
+        calls.clear()
+        code, _, err = call_cli(
+            pick_k.main, "--data", baseline / "data", "--base",
+            baseline / "baseline/checkpoint_best.pt", "--out", tmp_path / recovery, "--ks", "6",
+            "--tolerance", "100", "--recovery", recovery,
+        )  # fmt: skip
+        assert code == 0, err[-3000:]
+        ((_, args),) = calls
+        assert args[args.index("--tune-args") + 1] == "--lr 2e-4"
+        assert json.loads((tmp_path / recovery / "pick.json").read_text())["tune_args"] == tune_args
     code, _, err = call_cli(pick_k.main, "--data", baseline / "data", "--base", "x.pt", "--out",
                             out, "--restart-metric", "loss")  # fmt: skip
     assert code == 2 and "invalid choice: 'loss'" in err
