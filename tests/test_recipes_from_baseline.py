@@ -287,6 +287,27 @@ def test_tuned_refit_trains_the_transformer_layers_and_keeps_the_better_on_valid
     written = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
     prune("--recovery", "tuned")
     assert [p for p in written if p.stat().st_mtime_ns != written[p]] == []
+
+    # tune-refit.sh with other settings on the same folder tunes again (not the finished run
+    # of the first settings reused); the start's valid score is not decoded again
+    def tune(*more):
+        return run(
+            "bash", RECIPES / "tune-refit.sh", "--data", work / "data", "--pruned",
+            tmp_path / "imp8.untuned.pt", "--base", base, "--save-dir", tuned, "--preset",
+            "cpu-small", "--gen-args", GEN, *more,
+        )  # fmt: skip
+
+    untuned_score = (tuned / "valid-untuned/score.json").stat().st_mtime_ns
+    assert "lr 5e-4" in (tuned / "tune.args").read_text()
+    proc = tune("--lr", "1e-4")
+    assert "the settings differ from those" in proc.stdout
+    assert "'lr': [0.0001]" in (tuned / "run/train.log").read_text()
+    assert "lr 1e-4" in (tuned / "tune.args").read_text()
+    assert (tuned / "valid-untuned/score.json").stat().st_mtime_ns == untuned_score
+    again = {p: p.stat().st_mtime_ns for p in tuned.rglob("*") if p.is_file()}
+    proc = tune("--lr", "1e-4")
+    assert "settings differ" not in proc.stdout
+    assert {p: p.stat().st_mtime_ns for p in again} == again
     proc = prune("--recovery", "retrained", check=False)
     assert proc.returncode != 0 and "--recovery must be reconstruct, tuned or none" in proc.stderr
     # tune-refit.sh refuses a dropout that is not a probability, before any training

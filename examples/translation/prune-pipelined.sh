@@ -259,7 +259,13 @@ tune_chosen() {
     cp "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt.tmp"
     mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
   fi
-  grep -q '^recovery: tuned refit' "$SAVE/strip.txt" || tuning_line "$SAVE/tuned" >> "$SAVE/strip.txt"
+  # the report's tuning line, replaced when a tuning with other settings chose differently
+  local line
+  line=$(tuning_line "$SAVE/tuned")
+  if ! grep -qxF "$line" "$SAVE/strip.txt"; then
+    { grep -v '^recovery: tuned refit' "$SAVE/strip.txt" || true; echo "$line"; } > "$SAVE/strip.txt.tmp"
+    mv "$SAVE/strip.txt.tmp" "$SAVE/strip.txt"
+  fi
 }
 
 if [[ $RESTARTS -gt 1 ]]; then

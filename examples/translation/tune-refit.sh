@@ -37,8 +37,9 @@
 #             its candidates already): used instead of decoding --pruned again
 # Output: SAVE_DIR/pruned.pt (the tuned model, or a copy of --pruned when that decodes valid at
 # least as well), SAVE_DIR/tune.json (the choice and both validation scores), SAVE_DIR/run/
-# (finetune-pruned.sh's run), SAVE_DIR/valid-{untuned,tuned}/ (evaluate.sh). An interrupted run
-# resumes; a finished one is skipped.
+# (finetune-pruned.sh's run), SAVE_DIR/valid-{untuned,tuned}/ (evaluate.sh), SAVE_DIR/tune.args
+# (the settings). An interrupted run resumes; a finished one is skipped, unless the settings
+# (--layers, --lr, --epochs, --dropout, --seed, --preset, --train-args) changed: then it tunes again.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
@@ -77,7 +78,17 @@ need_file "$BASE" "--base: the unpruned model to tune towards"
 [[ -z $UNTUNED_SCORE ]] || need_file "$UNTUNED_SCORE" "--untuned-score: evaluate.sh's score.json of --pruned on valid"
 mkdir -p "$SAVE"
 
+# The settings of the tuning, so that a rerun with other options tunes again instead of reusing
+# (or resuming) a run made with different ones (a folder from before tune.args is reused as is)
+SETTINGS=$(printf '%s\n' "layers $LAYERS" "lr $LR" "epochs $EPOCHS" "dropout $DROPOUT" \
+  "seed $SEED" "preset $PRESET" "train-args $TRAIN_ARGS")
+if [[ -f $SAVE/tune.args && $(< "$SAVE/tune.args") != "$SETTINGS" ]]; then
+  say "tuned refit: the settings differ from those $SAVE was tuned with; tuning again"
+  rm -rf "$SAVE/run" "$SAVE/valid-tuned" "$SAVE/tune.json" "$SAVE/pruned.pt" "$SAVE/tune.args"
+fi
 if [[ ! -s $SAVE/tune.json ]]; then
+  echo "$SETTINGS" > "$SAVE/tune.args.tmp"
+  mv "$SAVE/tune.args.tmp" "$SAVE/tune.args"
   epoch=$(python -m dsp_fairseq.recipes.pipelined_args --epoch-updates --data "$DATA/bin" \
     --base "$BASE" --max-tokens 1024) || die "cannot count the updates of one epoch of $DATA/bin (see above)"
   say "tuned refit: $LAYERS of $PRUNED trained towards $BASE, $EPOCHS epoch(s) ($(( epoch * EPOCHS )) updates) -> $SAVE"
