@@ -111,7 +111,7 @@ SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 # importance, validation in the second half, --type-split auto), session 22's (the grid refined
 # one head at a time), session 9's (gates started from head importance), session 7's (distill
 # gates, recovery best), session 5's (plain gates, reconstruct); with --recovery tuned:
-# session 46's (the tuning of every layer), session 41's (the tuning at dropout 0), session
+# session 47's (pick-k's tuning at 2e-4), session 46's (the tuning of every layer), session 41's (the tuning at dropout 0), session
 # 40's, session 21's
 PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
 TUNED_PICK_RUNS = (
