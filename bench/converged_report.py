@@ -111,8 +111,8 @@ SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 # importance, validation in the second half, --type-split auto), session 22's (the grid refined
 # one head at a time), session 9's (gates started from head importance), session 7's (distill
 # gates, recovery best), session 5's (plain gates, reconstruct); with --recovery tuned:
-# session 47's (pick-k's tuning at 2e-4), session 46's (the tuning of every layer), session 41's (the tuning at dropout 0), session
-# 40's, session 21's
+# session 47's (pick-k's tuning at 2e-4), session 46's (the tuning of every layer), session
+# 41's (the tuning at dropout 0), session 40's, session 21's
 PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
 TUNED_PICK_RUNS = (
     "pick-k-tuned-lr",
@@ -1240,18 +1240,14 @@ def main() -> int:
         {k: dsp_tuned_ft.get(k, []) + imp_tuned_ft.get(k, []) for k in (36, 18, 9)}, averaged
     )
 
-    # dsp-pick-k with the recipes' defaults: the latest run there is (PICK_RUNS, newest first)
-    def newest_pick(runs):
-        return next(
-            (p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in runs) if p), None
-        )
+    # dsp-pick-k's runs there are, newest first (PICK_RUNS, TUNED_PICK_RUNS)
+    def picks(runs):
+        return [p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in runs) if p]
 
-    pick = newest_pick(PICK_RUNS)
-    tuned_picks = [
-        p for p in (load(os.path.join(args.dir, d, "pick.json")) for d in TUNED_PICK_RUNS) if p
-    ]
-    # the newest tuned search, and the one before it (another tuning default)
-    tuned_pick, earlier_tuned_pick = (tuned_picks + [None, None])[:2]
+    # with the recipes' defaults the latest; tuned the newest and the one before it (another
+    # tuning default)
+    pick = (picks(PICK_RUNS) + [None])[0]
+    tuned_pick, earlier_tuned_pick = (picks(TUNED_PICK_RUNS) + [None, None])[:2]
     fast_seconds = one_command_seconds(fast_file)
     auto_seconds = {k: (split_seconds if split_at(k) else fast_seconds).get(k, []) for k in NAMES}
     auto_cells, auto_seeds = with_auto_split(cells, seeds)
