@@ -178,7 +178,9 @@ def _live_tensor_bytes() -> int:
 
 def test_calibration_memory_does_not_grow_with_batches():
     """Peak live tensor memory during the refit is the same for 3 and for 12 batches
-    (besides the batches themselves, which a generator hands out one at a time)."""
+    (besides the batches themselves, which a generator hands out one at a time), when no
+    layer inputs are kept (--calibration-cache-mb 0; what they take is bounded by it: the
+    test below)."""
     torch.manual_seed(0)
     task = tiny_task()
     teacher, state = _model_and_state(task)
@@ -195,7 +197,7 @@ def test_calibration_memory_does_not_grow_with_batches():
                     seen.append(_live_tensor_bytes())
                 yield batch(task, n=16, max_len=12, seed=s)
 
-        reconstruct(student, teacher, batches, ridge=1e-3)
+        reconstruct(student, teacher, batches, ridge=1e-3, cache_mb=0)
         return max(seen)
 
     gc.freeze()  # what exists now is constant: leave it out of every scan (the scans get fast)
@@ -204,6 +206,40 @@ def test_calibration_memory_does_not_grow_with_batches():
     finally:
         gc.unfreeze()
     assert large <= small * 1.02 + 4096
+
+
+@pytest.mark.parametrize(
+    "layers,options",
+    [("post-norm", {}), ("pre-norm", {"refit_fc1": True, "refit_qkv": True}),
+     ("post-norm", {"target": "output", "refit_ffn": False})],
+)  # fmt: skip
+def test_kept_layer_inputs_give_the_same_refit_within_their_budget(layers, options):
+    """Keeping each batch's input to the layer being refit (the default) gives the same
+    weights, bit for bit, as running the model from its embeddings for every job
+    (cache 0), also when the budget keeps only some batches; the kept inputs never take
+    more than the budget."""
+    torch.manual_seed(0)
+    task = tiny_task()
+    extra = ("--encoder-layers", "2", "--decoder-layers", "2")
+    if layers == "pre-norm":
+        extra += ("--encoder-normalize-before", "--decoder-normalize-before")
+    teacher = task.build_model(fairseq_cfg(*extra).model).eval()
+    state = checkpoint_state(teacher, copy.copy(fairseq_cfg(*extra).model))
+    kept = {p: heads[:2] for p, heads in all_heads(state).items()}
+    pruned_state, _ = strip_checkpoint(state, kept=kept)
+    samples = [batch(task, n=8 + 4 * s, max_len=10 + s, seed=s) for s in range(4)]
+    weights, used = {}, {}
+    for cache_mb in (0, 0.02, 64):  # none kept, some batches kept, all kept
+        student = _model(task, pruned_state)
+        report = reconstruct(
+            student, teacher, lambda: samples, kept=kept, cache_mb=cache_mb, **options
+        )
+        weights[cache_mb], used[cache_mb] = student.state_dict(), report.layer_inputs_mb
+    assert used[0] == 0 < used[0.02] <= 0.02 < used[64] <= 64
+    for cache_mb in (0.02, 64):
+        assert weights[cache_mb].keys() == weights[0].keys()
+        for name, tensor in weights[0].items():
+            assert torch.equal(weights[cache_mb][name], tensor), (cache_mb, name)
 
 
 def _pruned_pair(heads_kept: int):
@@ -274,6 +310,7 @@ def test_cli_defaults_are_the_library_defaults():
     from dsp_fairseq.pruning import calibrate
 
     names = ("BATCHES", "RIDGE", "TARGET", "REFIT_FFN", "REFIT_FC1", "REFIT_QKV", "RIDGE_TOWARD")
+    names += ("CACHE_MB",)
     assert [getattr(cli, "DEFAULT_" + n) for n in names] == [
         getattr(calibrate, "DEFAULT_" + n) for n in names
     ]

@@ -19,6 +19,7 @@ import torch
 
 from ..checkpoint_io import CheckpointError, model_args
 from ..checkpoint_models import batch_epochs, model_from_state, setup_task
+from .layer_inputs import DEFAULT_CACHE_MB
 from .reconstruct import ReconstructionReport, reconstruct
 from .strip import prunable_slots, strip_checkpoint
 
@@ -75,11 +76,13 @@ def reconstruct_checkpoint(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     seed: int = 1,
     progress: Optional[Callable[[str], None]] = None,
+    cache_mb: float = DEFAULT_CACHE_MB,
 ) -> Tuple[dict, ReconstructionReport]:
     """A copy of the stripped ``pruned_state`` refit against the unpruned ``base_state``.
 
     ``base_state`` may be a stock ``transformer`` or a ``transformer_dsp`` checkpoint
-    (a gated one counts with all its heads).
+    (a gated one counts with all its heads). ``cache_mb``: see
+    :func:`~dsp_fairseq.pruning.reconstruct.reconstruct` (speed only, same result).
     """
 
     if num_batches < 1:
@@ -120,6 +123,7 @@ def reconstruct_checkpoint(
         kept=pruned_state.get("dsp_kept_heads") if refit_qkv else None,
         ridge_toward=ridge_toward,
         progress=progress,
+        cache_mb=cache_mb,
     )
     new_state = dict(pruned_state)
     new_model = dict(pruned_state["model"])
