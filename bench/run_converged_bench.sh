@@ -113,7 +113,8 @@ publish() {
   done
   local pick
   for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned pick-k-refined \
-              pick-k-tuned-s40 pick-k-s40 pick-k-tuned-d0 pick-k-tuned-tl pick-k-tuned-lr; do
+              pick-k-tuned-s40 pick-k-s40 pick-k-tuned-d0 pick-k-tuned-tl pick-k-tuned-lr \
+              pick-k-tuned-seed2; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -1270,6 +1271,10 @@ timed pick-k-tuned-tl pick_k_today pick-k-tuned-tl --recovery tuned --tune-args 
 # probes copied from 6av's with their tuning removed; in pick-k-tuned-lr
 timed pick-k-tuned-lr-copy untuned_probes "$WORK/pick-k-tuned-tl" "$WORK/pick-k-tuned-lr"
 timed pick-k-tuned-lr pick_k_today pick-k-tuned-lr --recovery tuned --tune-args "--lr 2e-4"
+
+# 6ax. session 48: dsp-pick-k --recovery tuned (tuning at 2e-4, pick-k's default) with gate
+# seed 2, from scratch: the spread of the K it picks beside 6aw's seed 1; in pick-k-tuned-seed2
+timed pick-k-tuned-seed2 pick_k_today pick-k-tuned-seed2 --recovery tuned --seed 2
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row

@@ -299,8 +299,11 @@ def test_tuned_refit_trains_the_transformer_layers_and_keeps_the_better_on_valid
 
     untuned_score = (tuned / "valid-untuned/score.json").stat().st_mtime_ns
     assert "lr 5e-4" in (tuned / "tune.args").read_text()
-    proc = tune("--lr", "1e-4")
+    proc = tune("--lr", "1e-4", "--epoch-updates", "3")  # the caller's count, not counted again
     assert "the settings differ from those" in proc.stdout
+    assert (
+        "(3 updates)" in proc.stdout and "'max_update': 3," in (tuned / "run/train.log").read_text()
+    )
     assert "'lr': [0.0001]" in (tuned / "run/train.log").read_text()
     assert "lr 1e-4" in (tuned / "tune.args").read_text()
     assert (tuned / "valid-untuned/score.json").stat().st_mtime_ns == untuned_score

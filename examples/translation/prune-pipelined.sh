@@ -142,7 +142,7 @@ set -euo pipefail
 
 DATA="" BASE="" K="" SAVE="" GATE=dsp PRESET=${PRESET:-iwslt} L0=0 ANNEAL="" SNAP=0
 ARGS_FILE="" SEED=1 TRAIN_ARGS="" VALIDATE=auto SCHEDULE=pipelined RECOVERY=tuned REC_ARGS=""
-TUNE_ARGS=""
+TUNE_ARGS="" EPOCH_1024=""
 OBJECTIVE="" GEN_ARGS="" GATE_INIT="" SCORES="" IMP_ARGS="" RESTARTS=1 JOBS=auto EPOCHS=1 METRIC=bleu
 TYPE_SPLIT=""
 DSP_TYPE_SPLIT=auto  # the dsp gates' default --type-split (bench/layout_split.py reads it)
@@ -254,7 +254,7 @@ tune_chosen() {
   fi
   bash "$RECIPES/tune-refit.sh" --data "$DATA" --pruned "$SAVE/pruned.untuned.pt" --base "$BASE" \
     --save-dir "$SAVE/tuned" --preset "$PRESET" --seed "$SEED" --gen-args "$GEN_ARGS" \
-    --untuned-score "$scored" ${tune[@]+"${tune[@]}"} || die "the tuned refit failed (see above); a rerun resumes it"
+    --untuned-score "$scored" ${EPOCH_1024:+--epoch-updates "$EPOCH_1024"} ${tune[@]+"${tune[@]}"} || die "the tuned refit failed (see above); a rerun resumes it"
   if ! cmp -s "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt"; then
     cp "$SAVE/tuned/pruned.pt" "$SAVE/pruned.pt.tmp"
     mv "$SAVE/pruned.pt.tmp" "$SAVE/pruned.pt"
@@ -406,6 +406,8 @@ if [[ ! -f $SAVE/.done ]]; then
       --base "$BASE" --max-tokens "$max_tokens" --update-freq "${update_freq:-1}") \
       || die "cannot count the updates of one epoch of $DATA/bin (see above)"
     VALIDATE=$(( (epoch + 9) / 10 ))
+    # the tuning's batches are these (1024 tokens, one per update): it need not count them again
+    [[ $max_tokens == 1024 && ${update_freq:-1} == 1 ]] && EPOCH_1024=$epoch
     # not in the first half of the run (before the user's arguments: theirs win)
     [[ $SNAP -gt 0 ]] || AFTER=(--validate-after-updates $(( EPOCHS * epoch / 2 )))
   fi

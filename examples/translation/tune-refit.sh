@@ -7,7 +7,7 @@
 #   tune-refit.sh --data DIR --pruned PRUNED.pt --base BASE.pt --save-dir DIR
 #                 [--preset iwslt|cpu-small] [--seed S] [--lr LR] [--epochs N]
 #                 [--dropout P] [--layers NAMES] [--gen-args "ARGS"] [--train-args "ARGS"]
-#                 [--untuned-score SCORE.json]
+#                 [--untuned-score SCORE.json] [--epoch-updates N]
 #
 # --pruned    a stripped model, typically reconstructed (dsp-strip --reconstruct, or the
 #             pruned.pt of prune-pipelined.sh / prune-importance.sh); it is never modified
@@ -35,6 +35,9 @@
 # --untuned-score  evaluate.sh's score.json of --pruned on the validation set with the same
 #             --gen-args, when the caller has it (prune-pipelined.sh --recovery tuned scored
 #             its candidates already): used instead of decoding --pruned again
+# --epoch-updates  the updates of one epoch of DATA at 1024 tokens per batch, when the caller
+#             counted them already (prune-pipelined.sh): saves counting them again (a fairseq
+#             start, a few seconds)
 # Output: SAVE_DIR/pruned.pt (the tuned model, or a copy of --pruned when that decodes valid at
 # least as well), SAVE_DIR/tune.json (the choice and both validation scores), SAVE_DIR/run/
 # (finetune-pruned.sh's run), SAVE_DIR/valid-{untuned,tuned}/ (evaluate.sh), SAVE_DIR/tune.args
@@ -44,7 +47,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/recipe-lib.sh"
 
 DATA="" PRUNED="" BASE="" SAVE="" PRESET=${PRESET:-iwslt} SEED=1 LR=5e-4 EPOCHS=1 DROPOUT=0
-LAYERS=layers GEN_ARGS="" TRAIN_ARGS="" UNTUNED_SCORE=""
+LAYERS=layers GEN_ARGS="" TRAIN_ARGS="" UNTUNED_SCORE="" EPOCH=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --data) DATA=$2; shift 2 ;;
@@ -60,6 +63,7 @@ while [[ $# -gt 0 ]]; do
     --gen-args) GEN_ARGS=$2; shift 2 ;;
     --train-args) TRAIN_ARGS=$2; shift 2 ;;
     --untuned-score) UNTUNED_SCORE=$2; shift 2 ;;
+    --epoch-updates) EPOCH=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -75,6 +79,7 @@ need_file "$BASE" "--base: the unpruned model to tune towards"
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || die "--epochs takes a positive number of epochs, not '$EPOCHS'"
 [[ $DROPOUT =~ ^(0|0?\.[0-9]+)$ ]] || die "--dropout takes a probability in [0, 1), not '$DROPOUT'"
 [[ -n $LAYERS ]] || die "--layers names the parameters to train (e.g. out_proj,fc2)"
+[[ -z $EPOCH || $EPOCH =~ ^[1-9][0-9]*$ ]] || die "--epoch-updates takes a positive number of updates, not '$EPOCH'"
 [[ -z $UNTUNED_SCORE ]] || need_file "$UNTUNED_SCORE" "--untuned-score: evaluate.sh's score.json of --pruned on valid"
 mkdir -p "$SAVE"
 
@@ -89,7 +94,8 @@ fi
 if [[ ! -s $SAVE/tune.json ]]; then
   echo "$SETTINGS" > "$SAVE/tune.args.tmp"
   mv "$SAVE/tune.args.tmp" "$SAVE/tune.args"
-  epoch=$(python -m dsp_fairseq.recipes.pipelined_args --epoch-updates --data "$DATA/bin" \
+  epoch=$EPOCH
+  [[ -n $epoch ]] || epoch=$(python -m dsp_fairseq.recipes.pipelined_args --epoch-updates --data "$DATA/bin" \
     --base "$BASE" --max-tokens 1024) || die "cannot count the updates of one epoch of $DATA/bin (see above)"
   say "tuned refit: $LAYERS of $PRUNED trained towards $BASE, $EPOCHS epoch(s) ($(( epoch * EPOCHS )) updates) -> $SAVE"
   bash "$RECIPES/finetune-pruned.sh" --data "$DATA" --pruned "$PRUNED" --save-dir "$SAVE/run" \
