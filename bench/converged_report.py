@@ -114,6 +114,9 @@ SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 # session 47's (pick-k's tuning at 2e-4), session 46's (the tuning of every layer), session
 # 41's (the tuning at dropout 0), session 40's, session 21's
 PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
+# the newest tuned search's settings at other gate seeds (run folder: gate seed; pick.json
+# records the seed since session 48): session 48's
+TUNED_PICK_SEED_RUNS = {"pick-k-tuned-seed2": 2}
 TUNED_PICK_RUNS = (
     "pick-k-tuned-lr",
     "pick-k-tuned-tl",
@@ -1248,12 +1251,16 @@ def main() -> int:
     # tuning default)
     pick = (picks(PICK_RUNS) + [None])[0]
     tuned_pick, earlier_tuned_pick = (picks(TUNED_PICK_RUNS) + [None, None])[:2]
+    # the newest tuned search again at other gate seeds (the same recovery and tuning)
+    tuned_seeds = []
+    for run, seed in TUNED_PICK_SEED_RUNS.items():
+        tuned_seeds += [{"seed": seed, **p} for p in picks([run])]
     fast_seconds = one_command_seconds(fast_file)
     auto_seconds = {k: (split_seconds if split_at(k) else fast_seconds).get(k, []) for k in NAMES}
     auto_cells, auto_seeds = with_auto_split(cells, seeds)
     goals = goal_lines(
         auto_cells, auto_seeds, float(base["sacrebleu"]), pick, tuned_pick, fast_seconds,
-        split_seconds, auto_seconds, today_seconds, earlier_tuned_pick,
+        split_seconds, auto_seconds, today_seconds, earlier_tuned_pick, tuned_seeds,
     )  # fmt: skip
     if args.marker == "recovery":  # the recovery table: the issue-17 goals only
         goals = goals[: goals.index("")]
@@ -1627,10 +1634,13 @@ def goal_lines(
     auto_seconds=None,
     today_seconds=None,
     earlier_tuned_pick=None,
+    tuned_seed_picks=(),
 ) -> list:
     """The issue's goals, measured from the table: met, not met, or not measured yet.
     ``tuned_pick``: the newest dsp-pick-k --recovery tuned run, ``earlier_tuned_pick`` the one
-    before it (another default tuning), each pick.json.
+    before it (another default tuning), each pick.json; ``tuned_seed_picks``: pick.json of
+    searches at other gate seeds (their ``seed``), counted with ``tuned_pick`` where they
+    used its recovery and tuning.
     ``seconds``: {K: [wall seconds of the one command]} (fast-default.txt); ``split_seconds``
     the same of the one command with --type-split proportional (stage 6ah)."""
 
@@ -1689,6 +1699,24 @@ def goal_lines(
         recovery = pick.get("recovery", "none")
         return (f"K = {k} ({removed} of {total} heads removed, recovery {recovery}) | "
                 f"{'met' if removed * 3 >= total else '**not met**'} |")  # fmt: skip
+
+    def seeds_pick_goal(pick, others) -> str:
+        """pick_goal over PICK (its seed, default 1) and the OTHERS of the same settings."""
+        if not pick:
+            return pick_goal(pick)
+        same = ("recovery", "tune_args")
+        runs = [pick] + [o for o in others if all(o.get(f) == pick.get(f) for f in same)]
+        runs = [r for r in runs if r and "chosen_k" in r]
+        if len(runs) < 2:
+            return pick_goal(pick)
+        ks = [int(r["chosen_k"]) for r in runs]
+        total = int(pick.get("total_heads", 72))
+        seeds = " / ".join(str(r.get("seed", 1)) for r in runs)
+        removed = " / ".join(str(total - k) for k in ks)
+        met = all((total - k) * 3 >= total for k in ks)
+        return (f"K = {' / '.join(map(str, ks))} at gate seeds {seeds} ({removed} of {total} "
+                f"heads removed, recovery {pick.get('recovery', 'none')}) | "
+                f"{'met' if met else '**not met**'} |")  # fmt: skip
 
     def within_minutes(method, limits, timed=seconds, budget_s=RETRAINING_FREE_SECONDS) -> str:
         """within(), and every run at those K (TIMED: {K: [seconds]}) under BUDGET_S seconds."""
@@ -1857,7 +1885,8 @@ def goal_lines(
         "minutes): DSP within 2.0 BLEU of unpruned at H/2, 6.0 at H/4 | "
         + within(TUNED_GATES, RETRAINING_FREE_LIMITS),
         "| with the tuned refit (the BLEU part only, as above): `dsp-pick-k --tolerance 0.5 "
-        "--recovery tuned` removes at least a third of the heads | " + pick_goal(tuned_pick),
+        "--recovery tuned` removes at least a third of the heads | "
+        + seeds_pick_goal(tuned_pick, tuned_seed_picks),
         *(
             [
                 "| the same, the search before with the tuning of its session ("

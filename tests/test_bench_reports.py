@@ -465,8 +465,25 @@ def test_converged_report_recovery_rows_and_goals(tmp_path):
     tuned = tuned_goal_with("pick-k-tuned-lr", 40)
     assert "K = 40 (32 of 72 heads removed, recovery tuned) | met |" in tuned
     assert "K = 50 (22 of 72 heads removed, recovery tuned) | **not met** |" in earlier_tuned_goal()
+    # session 48's search at gate seed 2 with the same settings: both seeds in one row, met
+    # only if both are; a search with another tuning is not counted with them
+    tuned = tuned_goal_with("pick-k-tuned-seed2", 50)
+    assert "K = 40 / 50 at gate seeds 1 / 2 (32 / 22 of 72 heads removed" in tuned
+    assert tuned.endswith("| **not met** |")
+    (tmp_path / "pick-k-tuned-seed2/pick.json").write_text(
+        json.dumps({"chosen_k": 45, "total_heads": 72, "recovery": "tuned", "seed": 2})
+    )
+    tuned = [ln for ln in report_text(tmp_path).splitlines() if "tuned` removes at" in ln][0]
+    assert "K = 40 / 45 at gate seeds 1 / 2 (32 / 27 of 72 heads removed" in tuned
+    assert tuned.endswith("| met |")
+    (tmp_path / "pick-k-tuned-seed2/pick.json").write_text(
+        json.dumps({"chosen_k": 45, "recovery": "tuned", "tune_args": "--lr 1e-3"})
+    )
+    tuned = [ln for ln in report_text(tmp_path).splitlines() if "tuned` removes at" in ln][0]
+    assert "K = 40 (32 of 72 heads removed, recovery tuned) | met |" in tuned
     for run in ("pick-k-best", "pick-k-impinit", "pick-k-refined", "pick-k-s40", "pick-k-tuned",
-                "pick-k-tuned-s40", "pick-k-tuned-d0", "pick-k-tuned-tl", "pick-k-tuned-lr"):  # fmt: skip
+                "pick-k-tuned-s40", "pick-k-tuned-d0", "pick-k-tuned-tl", "pick-k-tuned-lr",
+                "pick-k-tuned-seed2"):  # fmt: skip
         (tmp_path / run / "pick.json").unlink()
         (tmp_path / run).rmdir()
     versus = next(line for line in lines if line.startswith("| DSP + reconstruct at least"))

@@ -405,6 +405,9 @@ def test_pick_k_table_says_where_bleu_falls_as_k_grows():
     # the tuning's options (--tune-args) are named beside the recovery
     assert "recovery tuned." in text
     assert "recovery tuned (--dropout 0)." in table_markdown({**result, "tune_args": "--dropout 0"})
+    # and the gate seed, when not the default 1 (pick.json records it since session 48)
+    assert "gate seed" not in text and "gate seed" not in table_markdown({**result, "seed": 1})
+    assert "recovery tuned, gate seed 2." in table_markdown({**result, "seed": 2})
 
 
 def test_pick_k_reads_the_score_the_recipe_chose_by(tmp_path):
@@ -457,11 +460,12 @@ def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, mo
         pick_k.main, "--data", baseline / "data", "--base", baseline / "baseline/checkpoint_best.pt",
         "--out", out, "--ks", "6,12", "--tolerance", "3", "--refine-step", "0", "--restarts", "3",
         "--restart-metric", "nll", "--type-split", "proportional", "--tune-args", "--dropout 0",
-        "--recovery", "tuned",
+        "--recovery", "tuned", "--seed", "2",
     )  # fmt: skip
     assert code == 0, err[-3000:]
     assert [name for name, _ in calls] == ["prune-pipelined.sh"] * 2
     for _, args in calls:
+        assert args[args.index("--seed") + 1] == "2"
         assert args[args.index("--restarts") + 1] == "3"
         assert args[args.index("--tune-args") + 1] == "--dropout 0"
         assert args[args.index("--restart-metric") + 1] == "nll"
@@ -470,7 +474,8 @@ def test_pick_k_passes_the_restart_options_to_every_probe(baseline, tmp_path, mo
     assert result["restarts"] == 3 and result["restart_metric"] == "nll"
     assert result["type_split"] == "proportional" and result["tune_args"] == "--dropout 0"
     assert result["chosen_k"] == 12 and [p["valid_sacrebleu"] for p in result["probes"]] == [36, 42]
-    assert "best of 3 gate runs by valid NLL" in (out / "pick.md").read_text()
+    assert "best of 3 gate runs by valid NLL, gate seed 2." in (out / "pick.md").read_text()
+    assert result["seed"] == 2
     assert (out / "pruned.pt").read_text() == f"the model of {out / 'runs/dsp-k12'}"
     # without --tune-args, --recovery tuned tunes at 2e-4 (the probes are scored without a
     # fine-tune); with the default --recovery best no tuning is recorded

@@ -180,6 +180,8 @@ def table_markdown(result: dict) -> str:
     if result.get("restarts", 1) > 1:
         by = " by valid NLL" if result.get("restart_metric") == "nll" else ""
         restarts = f", best of {result['restarts']} gate runs{by}"
+    if result.get("seed", 1) != 1:
+        restarts += f", gate seed {result['seed']}"
     lines = [
         f"Unpruned: {result['unpruned_valid_sacrebleu']:.2f} sacreBLEU on valid "
         f"({result['total_heads']} heads); tolerance {result['tolerance']} BLEU; gates trained "
@@ -452,6 +454,7 @@ def main(argv=None) -> int:
         "gate_objective": args.gate_objective,
         "gate_init": args.gate_init,
         "importance_args": args.importance_args,
+        "seed": args.seed,
         "restarts": args.restarts,
         "restart_metric": args.restart_metric,
         "gate_epochs": args.gate_epochs,
