@@ -31,7 +31,7 @@ DEFAULT_CACHE_MB = 1024
 Where = Tuple[str, int]  # ("encoder" | "decoder", layer index)
 
 
-class _Stop(Exception):
+class StopForward(Exception):
     """Raised by a hook once what it needs is captured: skips the rest of the forward."""
 
 
@@ -98,7 +98,7 @@ class _Recorder(nn.Module):
             self.entry.x = x
         self.entry.calls[self.index] = (tuple(args), dict(kwargs))
         if self.last:
-            raise _Stop
+            raise StopForward
         return x if self.stack == "encoder" else (x, None, None)
 
 
@@ -162,7 +162,7 @@ class LayerInputs:
             for i in range(first, len(layers)):
                 layers[i] = _Recorder(entry, i, first, last=i == len(layers) - 1, stack=stack)
             self.model(**sample["net_input"])
-        except _Stop:
+        except StopForward:
             pass
         finally:
             for i, layer in enumerate(real, start=first):

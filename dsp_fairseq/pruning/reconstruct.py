@@ -14,8 +14,11 @@ The target of attention ``a`` on a token is, by default, the unpruned model's
 student_residual``, so the refit also corrects the drift the layers below left
 in the residual (``target="residual"``); ``target="output"`` fits the unpruned
 sublayer output alone. An attention left with no head is fit with only its bias:
-the mean of the target. Memory does not depend on the number of batches: only
-the Gram matrix ``[X 1]^T [X 1]`` and ``[X 1]^T Y`` are kept, in float64.
+the mean of the target. Each fit keeps only the Gram matrix ``[X 1]^T [X 1]``
+and ``[X 1]^T Y``, in float64; the batches' inputs to the layer being refit are
+kept between jobs within a memory budget (:mod:`.layer_inputs`: a job runs its
+layer instead of the model up to it; with a budget of 0 memory does not depend
+on the number of batches).
 
 ``refit_ffn`` (default) also refits each block's FFN output layer (``fc2``),
 after the block's attentions, against the unpruned block output: measured
@@ -33,7 +36,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from .layer_inputs import DEFAULT_CACHE_MB, Budget, LayerInputs, _Stop, layer_of
+from .layer_inputs import DEFAULT_CACHE_MB, Budget, LayerInputs, StopForward, layer_of
 
 TARGETS = ("residual", "output")
 RIDGE_TOWARDS = ("zero", "current")
@@ -226,7 +229,7 @@ def _capture(
 
     def out_hook(_m, inputs, output):
         got["x"], got["out"] = inputs[0], output
-        raise _Stop
+        raise StopForward
 
     if kind == "qkv":  # the projections' inputs and outputs; stop once v_proj has run
         attn = getattr(layer, attn_name)
@@ -239,7 +242,7 @@ def _capture(
 
         def v_hook(_m, inputs, output):
             got["v_proj"] = output
-            raise _Stop
+            raise StopForward
 
         handles.append(attn.v_proj.register_forward_hook(v_hook))
     else:
@@ -249,7 +252,7 @@ def _capture(
             model(**sample["net_input"])
         else:
             run()
-    except _Stop:
+    except StopForward:
         pass
     finally:
         for h in handles:
