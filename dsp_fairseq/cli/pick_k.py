@@ -303,8 +303,8 @@ def main(argv=None) -> int:
         "the refit), tuned (best, then the transformer layers tuned towards the unpruned model for "
         "one epoch, kept if better on valid: tune-refit.sh, the recipes' default; here it "
         "adds 3-5 minutes per probe on 2 CPU cores; on the 72-head benchmark it keeps 39 heads "
-        "where best keeps 54, with its tuning at 2e-4 (--tune-args; 50 at tune-refit.sh's "
-        "5e-4); README, dsp-pick-k), reconstruct (dsp-strip --reconstruct on training "
+        "at gate seed 1 and 51 at seed 2 where best keeps 54, with its tuning at 2e-4 "
+        "(--tune-args; 50 at tune-refit.sh's 5e-4); README, dsp-pick-k), reconstruct (dsp-strip --reconstruct on training "
         "batches) or none",
     )
     parser.add_argument(
@@ -314,7 +314,7 @@ def main(argv=None) -> int:
         f'default "{PICK_TUNE_ARGS}"; a value replaces it). The probes are scored as they are, '
         "without a fine-tune, and without one the tuning at 2e-4 decodes better than "
         "tune-refit.sh's 5e-4 (which wins after the recipe's fine-tune); on the 72-head "
-        'benchmark it keeps 39 heads where 5e-4 kept 50. E.g. "--lr 2e-4 --layers '
+        'benchmark it keeps 39 heads (gate seed 1) where 5e-4 kept 50. E.g. "--lr 2e-4 --layers '
         'out_proj,fc2" (the tuning of the layers the refit sets)',
     )
     parser.add_argument(
