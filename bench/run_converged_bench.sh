@@ -114,7 +114,7 @@ publish() {
   local pick
   for pick in pick-k pick-k-rec pick-k-best pick-k-impinit pick-k-tuned pick-k-refined \
               pick-k-tuned-s40 pick-k-s40 pick-k-tuned-d0 pick-k-tuned-tl pick-k-tuned-lr \
-              pick-k-tuned-seed2; do
+              pick-k-tuned-seed2 pick-k-tuned-seed3; do
     if [[ -f $WORK/$pick/pick.json ]]; then
       mkdir -p "$OUT/$pick"
       cp "$WORK/$pick/pick.json" "$WORK/$pick/pick.md" "$WORK/$pick/frontier.png" "$OUT/$pick/"
@@ -1275,6 +1275,10 @@ timed pick-k-tuned-lr pick_k_today pick-k-tuned-lr --recovery tuned --tune-args 
 # 6ax. session 48: dsp-pick-k --recovery tuned (tuning at 2e-4, pick-k's default) with gate
 # seed 2, from scratch: the spread of the K it picks beside 6aw's seed 1; in pick-k-tuned-seed2
 timed pick-k-tuned-seed2 pick_k_today pick-k-tuned-seed2 --recovery tuned --seed 2
+
+# 6ay. session 49: the same search at gate seed 3, from scratch (the third seed of the spread);
+# in pick-k-tuned-seed3
+timed pick-k-tuned-seed3 pick_k_today pick-k-tuned-seed3 --recovery tuned --seed 3
 
 # 7. BLEU against decode speed-up for every stripped model of the table (one process,
 # round-robin); rerun on every call, so it always covers every finished row
