@@ -115,8 +115,8 @@ SIDE_FILES = ("results-sweep-kd", "results-sweep-imp36ft")
 # 41's (the tuning at dropout 0), session 40's, session 21's
 PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "pick-k-rec")
 # the newest tuned search's settings at other gate seeds (run folder: gate seed; pick.json
-# records the seed since session 48): sessions 48 and 49's
-TUNED_PICK_SEED_RUNS = {"pick-k-tuned-seed2": 2, "pick-k-tuned-seed3": 3}
+# records the seed since session 48): session 48's
+TUNED_PICK_SEED_RUNS = {"pick-k-tuned-seed2": 2}
 TUNED_PICK_RUNS = (
     "pick-k-tuned-lr",
     "pick-k-tuned-tl",
