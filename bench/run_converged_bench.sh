@@ -1281,14 +1281,15 @@ timed pick-k-tuned-seed2 pick_k_today pick-k-tuned-seed2 --recovery tuned --seed
 # frozen) instead of out_proj,fc2: `--recovery best` (no epoch of weight training beyond the
 # gate run's) misses its H/2 goal by 0.67, and the tuning of every layer gains ~0.9 there in a
 # second epoch. Today's one command otherwise (every default), gate seeds 1-3 at H/2, then H/4;
-# paired with stage 6ao's/6ak's gate runs of the same seeds; lines "kK-sS" in gate-layers.txt
-gate_layers() {  # gate_layers K SEED
+# paired with stage 6ao's/6ak's gate runs of the same seeds; lines "kK-sS" in gate-all-layers.txt
+# (not stage 6r's gate-layers: layer distillation)
+gate_all_layers() {  # gate_all_layers K SEED
   local -a FREE_SPLIT=() OLD_TUNE=()
-  one_command gate-layers "$1" "$2" --train-args "--train-gates-with layers"
+  one_command gate-all-layers "$1" "$2" --train-args "--train-gates-with layers"
 }
 for k in 36 18; do
   for seed in 1 2 3; do
-    timed "gate-layers-k$k-s$seed" gate_layers "$k" "$seed"
+    timed "gate-all-layers-k$k-s$seed" gate_all_layers "$k" "$seed"
   done
 done
 
