@@ -7,7 +7,8 @@ architectures, the ``translation_dsp`` task (which trains the gates), the
 fairseq checkpoints load under torch's weights-only default.
 
 The exceptions are the command-line tools (``dsp_fairseq.cli.*``), the recipes'
-helpers (``python -m dsp_fairseq.recipes.*``) and the pure-Python head layout
+helpers (``python -m dsp_fairseq.recipes.*``), the plots (``python -m
+dsp_fairseq.plots.report``, sweep.sh's figures: checkpoints read with torch) and the pure-Python head layout
 (``dsp_fairseq.models.head_layout``, which the benchmark reports import): importing a
 tool must not pull torch and fairseq in before its arguments are parsed (a ``--help`` or
 a mistyped option would otherwise wait ~3 s), the helpers need at most torch (fairseq's
@@ -60,12 +61,12 @@ def register() -> None:
     from .tasks import translation_dsp  # noqa: F401
 
 
-_DEFERRING = tuple(f"{__name__}.{sub}" for sub in ("cli", "recipes", "models.head_layout"))
+_DEFERRING = tuple(f"{__name__}.{sub}" for sub in ("cli", "recipes", "plots", "models.head_layout"))
 
 
 def _importing_a_cli() -> bool:
     """True when this package is being imported only as the parent of ``dsp_fairseq.cli``,
-    ``dsp_fairseq.recipes`` or ``dsp_fairseq.models.head_layout``.
+    ``dsp_fairseq.recipes``, ``dsp_fairseq.plots`` or ``dsp_fairseq.models.head_layout``.
 
     CPython's import system runs this ``__init__`` from ``_find_and_load(name, ...)``
     for the submodule that was asked for, so its frames say whether the import is

@@ -95,20 +95,28 @@ def test_a_deferring_module_registers_where_fairseq_is_loaded_already():
 def test_recipe_helpers_run_without_importing_fairseq(pruned, tmp_path):
     """The recipes call their helpers (``python -m dsp_fairseq.recipes.*``) several times per
     row: choosing a recovery reads JSON only, reading a checkpoint's arguments needs torch,
-    and neither pays fairseq's import (the package defers registration for them, as for the
+    sweep.sh's figures (``python -m dsp_fairseq.plots.report``) torch and matplotlib, and
+    none pays fairseq's import (the package defers registration for them, as for the
     CLIs); the answers are the helpers' usual ones."""
     score = tmp_path / "score.json"
     score.write_text('{"sacrebleu": 12.5}')
+    sweep = tmp_path / "sweep"  # a table of one row without a model: the BLEU figure only
+    sweep.mkdir()
+    row = {"method": "random", "heads_to_keep": 12, "heads_kept": 12, "heads_total": 36,
+           "params": 100, "params_unpruned": 200, "sacrebleu": 10.0, "tok_bleu": 10.0}  # fmt: skip
+    (sweep / "results.json").write_text(json.dumps([row]))
     helpers = {
-        "choose_recovery": (["--candidate", f"none={score}"], "[]"),
-        "pipelined_args": (["--base", str(pruned), "--stripped-ok"], "['torch']"),
+        "recipes.choose_recovery": (["--candidate", f"none={score}"], "[]"),
+        "recipes.pipelined_args": (["--base", str(pruned), "--stripped-ok"], "['torch']"),
+        # sweep.sh's figures read checkpoints with torch alone
+        "plots.report": (["--sweep", str(sweep)], "['torch']"),
     }
     for helper, (argv, heavy) in helpers.items():
         code = f"""
 import runpy, sys
 sys.argv = [{helper!r}, *{argv!r}]
 try:
-    runpy.run_module("dsp_fairseq.recipes.{helper}", run_name="__main__")
+    runpy.run_module("dsp_fairseq.{helper}", run_name="__main__")
 except SystemExit as e:
     assert not e.code, e.code
 print([m for m in ("torch", "fairseq") if m in sys.modules])
@@ -117,7 +125,9 @@ print([m for m in ("torch", "fairseq") if m in sys.modules])
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.strip().splitlines()
         assert lines[-1] == heavy, f"{helper} imported {lines[-1]}"
-        assert lines[0] == "none" if helper == "choose_recovery" else "--arch" in lines[0]
+        expected = {"recipes.choose_recovery": "none", "recipes.pipelined_args": "--arch",
+                    "plots.report": "2 files written"}[helper]  # fmt: skip
+        assert expected in lines[0], lines
 
 
 def test_stripping_a_gated_checkpoint_needs_no_fairseq(tmp_path, tmp_path_factory):
