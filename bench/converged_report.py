@@ -43,6 +43,7 @@ from layout_split import (
     variant_runs,
 )
 from paired_runs import (
+    GATE_ALL_LAYERS_FILE,
     GATE_DROPOUT_FILE,
     TUNE_LAYERS_FILE,
     TUNE_LR_FILE,
@@ -117,6 +118,8 @@ PICK_RUNS = ("pick-k-s40", "pick-k-refined", "pick-k-impinit", "pick-k-best", "p
 # the newest tuned search's settings at other gate seeds (run folder: gate seed; pick.json
 # records the seed since session 48): session 48's
 TUNED_PICK_SEED_RUNS = {"pick-k-tuned-seed2": 2}
+# what the gate run trains beside the gates: today's (out_proj,fc2), stage 6ay's (every layer)
+GATE_TRAINS = ("out_proj,fc2", "every layer")
 TUNED_PICK_RUNS = (
     "pick-k-tuned-lr",
     "pick-k-tuned-tl",
@@ -1302,6 +1305,12 @@ def main() -> int:
     if args.marker == "recovery" and gate_dropout:  # stages 6ap/6ar: the gate run at dropout 0
         parts["gate-dropout"] = "\n".join(
             paired_lines(today_by_seed, gate_dropout, ("best", "one", "ft"), ("0.2", "0"))
+        )
+    all_layers_path = os.path.join(args.dir, GATE_ALL_LAYERS_FILE)
+    all_layers = runs_of(one_command_lines(all_layers_path), fine_tune_lines(all_layers_path))
+    if args.marker == "recovery" and all_layers:  # stage 6ay: the gate run trains every layer
+        parts["gate-all-layers"] = "\n".join(
+            paired_lines(by_seed(tune_layers), all_layers, ("best", "one"), GATE_TRAINS)
         )
     if args.marker == "recovery" and tune_layers:  # stage 6as: the tuning of every layer
         parts["tune-layers"] = "\n".join(

@@ -5,7 +5,8 @@ Stages 6ap/6ar of bench/run_converged_bench.sh run the one command with the gate
 6as tunes every transformer layer instead of out_proj and fc2 from the same starts
 (``tune-layers.txt``: "kK-sS: start valid V; tuned valid V test T; kept tuned|untuned" and
 "ft-kK-sS"), stage 6au the same at learning rate 2e-4 (``tune-lr2e-4.txt``, paired with
-6as's runs). Each run is paired with today's run of the same K and gate seed
+6as's runs), stage 6ay the gate run training every transformer layer beside the gates
+(``gate-all-layers.txt``, lines as gate-dropout.txt, paired with 6as's runs). Each run is paired with today's run of the same K and gate seed
 (converged_report.today_runs) and the table gives both, test_2016 (valid), then per K the mean
 change over the pairs and both groups' means and ranges, so a "better than" reads against the
 seed spread. Imports nothing of fairseq.
@@ -22,6 +23,7 @@ Score = Tuple[float, float]  # (test, valid)
 Run = Dict[str, Optional[Score]]  # "best" (--recovery best), "one" (the one command), "ft"
 STEP_NAMES = {"best": "`--recovery best`", "one": "the one command", "ft": "+ fine-tune"}
 GATE_DROPOUT_FILE = "gate-dropout.txt"
+GATE_ALL_LAYERS_FILE = "gate-all-layers.txt"  # stage 6ay: lines as gate-dropout.txt
 TUNE_LAYERS_FILE = "tune-layers.txt"
 TUNE_LR_FILE = "tune-lr2e-4.txt"  # stage 6au: the same tuning at 2e-4, lines as tune-layers.txt
 TUNE_RECIPE = os.path.join(

@@ -1470,17 +1470,30 @@ def test_paired_blocks_set_each_change_beside_todays_run_of_the_same_gate_seed(t
         + ft.format(18, 1, 39.5, 40.5)
         + "k18-s2: start valid 35.00; tuned valid 34.00 test 33.00; kept untuned\n"
     )  # fmt: skip
+    # stage 6ay (the gate run training every layer), paired with 6as's runs: today's start
+    # and the every-layer tuning of the same gate seed (k18-s2 has no tuned pair: left out)
+    (tmp_path / "gate-all-layers.txt").write_text(
+        one.format(18, 1, 38.0, 39.0, 38.25, 39.25) + one.format(18, 3, 1.0, 1.0, 1.0, 1.0)
+    )
     results = tmp_path / "RESULTS.md"
     results.write_text(
         "<!-- gate-dropout -->\n<!-- /gate-dropout -->\n<!-- tune-layers -->\n<!-- /tune-layers -->\n"
         "<!-- recovery-goals -->\n<!-- /recovery-goals -->\n"
+        "<!-- gate-all-layers -->\n<!-- /gate-all-layers -->\n"
     )
     splice_recovery(tmp_path, results)
-    rows = [
-        r
-        for r in results.read_text().splitlines()
-        if r.startswith("| 36 ") or r.startswith("| 18 ")
+    text = results.read_text()
+    all_layers = text[text.index("<!-- gate-all-layers -->") :].splitlines()
+    assert all_layers[1:5] == [
+        "| K | gate seed | `--recovery best`: out_proj,fc2 / every layer "
+        "| the one command: out_proj,fc2 / every layer |",
+        "|---|---|---|---|",
+        "| 18 | 1 | 34.00 (35.00) / 38.00 (39.00) | 37.75 (38.50) / 38.25 (39.25) |",
+        "| 18 | change, mean of 1 | **+4.00** (valid +4.00; +4.00) "
+        "| **+0.50** (valid +0.75; +0.50) |",
     ]
+    text = text[: text.index("<!-- gate-all-layers -->")]
+    rows = [r for r in text.splitlines() if r.startswith("| 36 ") or r.startswith("| 18 ")]
     assert rows == [
         "| 36 | 1 | 37.00 (38.00) / 38.00 (39.00) | 38.50 (39.50) / 39.50 (40.00) | - / - |",
         "| 36 | 2 | 37.50 (38.00) / 38.50 (38.50) | 39.00 (39.00) / 38.00 (39.50) "
@@ -1493,9 +1506,7 @@ def test_paired_blocks_set_each_change_beside_todays_run_of_the_same_gate_seed(t
     ]
     # its goal rows: the fine-tune of every-layer tuning (39.50 at H/4: 0.83 below, limit 1.0),
     # the rival named with the recovery it had
-    goals = [
-        r for r in results.read_text().splitlines() if "tuning of every transformer layer" in r
-    ]
+    goals = [r for r in text.splitlines() if "tuning of every transformer layer" in r]
     assert any(
         "+ the recipe's 270-update" in r and "H/4: 39.50, 0.83 below (limit 1.0)" in r
         for r in goals
