@@ -6,10 +6,11 @@ Stages 6ap/6ar of bench/run_converged_bench.sh run the one command with the gate
 (``tune-layers.txt``: "kK-sS: start valid V; tuned valid V test T; kept tuned|untuned" and
 "ft-kK-sS"), stage 6au the same at learning rate 2e-4 (``tune-lr2e-4.txt``, paired with
 6as's runs), stage 6ay the gate run training every transformer layer beside the gates
-(``gate-all-layers.txt``, lines as gate-dropout.txt, paired with 6as's runs). Each run is paired with today's run of the same K and gate seed
-(converged_report.today_runs) and the table gives both, test_2016 (valid), then per K the mean
-change over the pairs and both groups' means and ranges, so a "better than" reads against the
-seed spread. Imports nothing of fairseq.
+(``gate-all-layers.txt``, lines as gate-dropout.txt, paired with 6as's runs). Each run is
+paired with today's run of the same K and gate seed (converged_report.today_runs) and the
+table gives both, test_2016 (valid), then per K the mean change over the pairs and both
+groups' means and ranges, so a "better than" reads against the seed spread. Imports nothing
+of fairseq.
 """
 
 from __future__ import annotations

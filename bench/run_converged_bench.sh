@@ -1279,9 +1279,10 @@ timed pick-k-tuned-seed2 pick_k_today pick-k-tuned-seed2 --recovery tuned --seed
 # 6ay. session 49: the gate run training every transformer layer beside the gates
 # (--train-gates-with layers: q/k/v, out_proj, fc1, fc2 and the layer norms; the embeddings
 # frozen) instead of out_proj,fc2: `--recovery best` (no epoch of weight training beyond the
-# gate run's) misses its H/2 goal by 0.67, and the tuning of every layer gains ~0.9 there in a
+# gate run's) misses its H/2 goal by 0.67, and the tuning of every layer gains ~1.3 there in a
 # second epoch. Today's one command otherwise (every default), gate seeds 1-3 at H/2, then H/4;
-# paired with stage 6ao's/6ak's gate runs of the same seeds; lines "kK-sS" in gate-all-layers.txt
+# paired with stage 6as's runs of the same seeds (today's gate runs, every layer tuned); lines
+# "kK-sS" in gate-all-layers.txt
 # (not stage 6r's gate-layers: layer distillation)
 gate_all_layers() {  # gate_all_layers K SEED
   local -a FREE_SPLIT=() OLD_TUNE=()

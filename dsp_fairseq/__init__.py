@@ -8,8 +8,9 @@ fairseq checkpoints load under torch's weights-only default.
 
 The exceptions are the command-line tools (``dsp_fairseq.cli.*``), the recipes'
 helpers (``python -m dsp_fairseq.recipes.*``), the plots (``python -m
-dsp_fairseq.plots.report``, sweep.sh's figures: checkpoints read with torch) and the pure-Python head layout
-(``dsp_fairseq.models.head_layout``, which the benchmark reports import): importing a
+dsp_fairseq.plots.report``, sweep.sh's figures: checkpoints read with torch) and the
+pure-Python head layout (``dsp_fairseq.models.head_layout``, which the benchmark reports
+import): importing a
 tool must not pull torch and fairseq in before its arguments are parsed (a ``--help`` or
 a mistyped option would otherwise wait ~3 s), the helpers need at most torch (fairseq's
 import costs ~3-4 s per call here, and the recipes call them several times per row), and
